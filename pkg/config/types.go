@@ -1,0 +1,100 @@
+package config
+
+// Config is the parsed form of .decree/config.yml. Zero values are never
+// seen by callers: Load fills every default (see Default).
+type Config struct {
+	// Commands holds the external commands decree calls.
+	Commands Commands `yaml:"commands"`
+	// MaxRetries is the total number of attempts per message (the key
+	// max_attempts is accepted as an alias). Default 3.
+	MaxRetries int `yaml:"max_retries"`
+	// MaxDepth rejects messages whose seq is >= this value. Default 10.
+	MaxDepth int `yaml:"max_depth"`
+	// DefaultRoutine is used when no message, spec or router picks one.
+	// Default "develop".
+	DefaultRoutine string `yaml:"default_routine"`
+	// NotebookSupport enables .ipynb routines (and makes them take
+	// precedence over .sh). Default false.
+	NotebookSupport bool `yaml:"notebook_support"`
+	// NotebookEngine is one of auto, papermill, nbconvert. Default auto.
+	NotebookEngine string `yaml:"notebook_engine"`
+	// OnMigrationFailure is stop (default) or continue.
+	OnMigrationFailure string `yaml:"on_migration_failure"`
+	// MigrationsDir is where spec files live, relative to the project root.
+	// Default ".decree/migrations".
+	MigrationsDir string `yaml:"migrations_dir"`
+	// RoutineSource is an optional directory of shared routines (fallbacks
+	// behind project routines). "~" is expanded.
+	RoutineSource string `yaml:"routine_source"`
+	// TimeZone is the IANA zone cron schedules use when a schedule has no
+	// CRON_TZ= prefix. Default: the controller's local zone.
+	TimeZone string `yaml:"time_zone"`
+	// Hooks names routines run around processing.
+	Hooks Hooks `yaml:"hooks"`
+	// Routines is the registry of project routines, by name.
+	Routines map[string]RoutineSettings `yaml:"routines"`
+	// SharedRoutines is the registry of routines from RoutineSource.
+	SharedRoutines map[string]RoutineSettings `yaml:"shared_routines"`
+	// Tree holds the decision-tree driver settings.
+	Tree TreeSettings `yaml:"tree"`
+}
+
+// Commands are the external commands decree invokes.
+type Commands struct {
+	// Router is the AI command used to pick routines and derive message
+	// names; the prompt is passed on stdin. Empty disables the router.
+	Router string `yaml:"router"`
+}
+
+// Hooks name routines (by routine name, resolved like any routine) to run at
+// points of the processing loop. Empty means no hook.
+type Hooks struct {
+	BeforeAll    string `yaml:"beforeAll"`
+	AfterAll     string `yaml:"afterAll"`
+	BeforeEach   string `yaml:"beforeEach"`
+	AfterEach    string `yaml:"afterEach"`
+	OnDeadLetter string `yaml:"onDeadLetter"`
+}
+
+// RoutineSettings is one registry entry (routines: or shared_routines:).
+type RoutineSettings struct {
+	// Enabled is nil when the key is absent from the file.
+	Enabled *bool `yaml:"enabled,omitempty"`
+	// Deprecated marks a routine whose file has disappeared.
+	Deprecated bool `yaml:"deprecated,omitempty"`
+	// MaxRetries overrides the global attempt count (alias max_attempts);
+	// 0 means "use the global value".
+	MaxRetries int `yaml:"max_retries,omitempty"`
+	// TimeoutS caps one attempt in seconds; 0 means no cap.
+	TimeoutS int `yaml:"timeout_s,omitempty"`
+	// Requires lists worker labels (key=value) a worker must carry to run
+	// this routine.
+	Requires map[string]string `yaml:"requires,omitempty"`
+}
+
+// IsEnabled reports the effective enabled state: an absent key counts as
+// enabled for project routines and disabled for shared ones (the caller
+// passes which default applies).
+func (s RoutineSettings) IsEnabled(def bool) bool {
+	if s.Enabled == nil {
+		return def
+	}
+	return *s.Enabled
+}
+
+// TreeSettings configure the decision-tree driver.
+type TreeSettings struct {
+	// DefaultCLI is the codename used for nodes that name none. Default CLAUDE.
+	DefaultCLI string `yaml:"default_cli"`
+	// ValidateCLI is the codename used to validate leaf nodes. Default: DefaultCLI.
+	ValidateCLI string `yaml:"validate_cli"`
+	// RetryCLI is the codename used for retries. Default: DefaultCLI.
+	RetryCLI string `yaml:"retry_cli"`
+	// RetryCount is the per-node validation retry limit. Default 3.
+	RetryCount int `yaml:"retry_count"`
+	// TimeoutS caps one CLI call. Default 600.
+	TimeoutS int `yaml:"timeout_s"`
+	// CLIs maps a codename (CLAUDE, CURSOR, GEMINI, COPILOT, QODO, AIDER or a
+	// custom one) to a command template containing <prompt>.
+	CLIs map[string]string `yaml:"clis"`
+}

@@ -1,0 +1,179 @@
+// Package fsutil holds the small file-system primitives every part of decree
+// relies on: crash-safe writes (temp file, fsync, rename, fsync of the
+// directory), crash-safe moves, and confinement of paths that arrive from
+// outside (message names, follow-up files, diff paths, synced paths) to a root.
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
+)
+
+// ErrUnsafePath is wrapped by every confinement error, so callers can map it
+// to a single "bad input" outcome.
+var ErrUnsafePath = errors.New("unsafe path")
+
+// WriteFileAtomic writes data to path so that a crash at any instant leaves
+// either the old content or the new content, never a mix: the data goes to a
+// temporary file in the same directory, is fsynced, renamed over path, and the
+// directory is fsynced so the rename itself is durable.
+func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: create temporary file: %w", path, err)
+	}
+	tmpName := tmp.Name()
+	cleanup := func() { _ = os.Remove(tmpName) }
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		cleanup()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		cleanup()
+		return fmt.Errorf("write %s: set mode: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		cleanup()
+		return fmt.Errorf("write %s: fsync: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		cleanup()
+		return fmt.Errorf("write %s: close: %w", path, err)
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		cleanup()
+		return fmt.Errorf("write %s: rename into place: %w", path, err)
+	}
+	return SyncDir(dir)
+}
+
+// MoveFile renames src to dst and makes the rename durable by fsyncing both
+// parent directories. dst's directory must exist.
+func MoveFile(src, dst string) error {
+	if err := os.Rename(src, dst); err != nil {
+		return fmt.Errorf("move %s to %s: %w", src, dst, err)
+	}
+	if err := SyncDir(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	if filepath.Dir(src) != filepath.Dir(dst) {
+		return SyncDir(filepath.Dir(src))
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory so that entries created, renamed or removed in it
+// survive a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// CheckRelPath validates a slash-separated path relative to some root, as it
+// arrives from outside (a diff header, a replica sync request, a follow-up
+// file). It rejects empty paths, absolute paths, backslashes, NUL and other
+// control characters, and any "." or ".." element. It does not touch the
+// file system; use ConfinedJoin to also guard against symlinks.
+func CheckRelPath(rel string) error {
+	if rel == "" {
+		return fmt.Errorf("%w: empty path", ErrUnsafePath)
+	}
+	if strings.HasPrefix(rel, "/") || filepath.IsAbs(rel) {
+		return fmt.Errorf("%w: %q is absolute; only paths inside the project are allowed", ErrUnsafePath, rel)
+	}
+	for _, r := range rel {
+		if r == 0 || r == '\\' || unicode.IsControl(r) {
+			return fmt.Errorf("%w: %q contains a backslash, NUL or control character", ErrUnsafePath, rel)
+		}
+	}
+	for _, elem := range strings.Split(rel, "/") {
+		switch elem {
+		case "..":
+			return fmt.Errorf("%w: %q climbs out of the project with '..'", ErrUnsafePath, rel)
+		case ".", "":
+			return fmt.Errorf("%w: %q is not a clean relative path", ErrUnsafePath, rel)
+		}
+	}
+	return nil
+}
+
+// ConfinedJoin joins a relative path onto root after CheckRelPath, and then
+// makes sure that no existing directory on the way is a symlink leading out of
+// root. The final element may be a symlink (it is treated as an entry of its
+// own, never followed). The returned path is root-joined and cleaned.
+func ConfinedJoin(root, rel string) (string, error) {
+	if err := CheckRelPath(rel); err != nil {
+		return "", err
+	}
+	rootReal, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("resolve root %s: %w", root, err)
+	}
+	full := filepath.Join(root, filepath.FromSlash(rel))
+	parent := filepath.Dir(full)
+	// Walk up to the deepest existing ancestor and resolve it.
+	probe := parent
+	for {
+		if _, err := os.Lstat(probe); err == nil {
+			break
+		}
+		next := filepath.Dir(probe)
+		if next == probe {
+			break
+		}
+		probe = next
+	}
+	real, err := filepath.EvalSymlinks(probe)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", probe, err)
+	}
+	if !Within(rootReal, real) {
+		return "", fmt.Errorf("%w: %q passes through a symlink that leads outside the project (%s)", ErrUnsafePath, rel, real)
+	}
+	return full, nil
+}
+
+// Within reports whether path equals root or lies below it. Both must be
+// clean absolute paths.
+func Within(root, path string) bool {
+	if path == root {
+		return true
+	}
+	return strings.HasPrefix(path, strings.TrimSuffix(root, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// CheckName validates a single file-name component that arrives from outside
+// (a message name, a routine name): not empty, no '/', '\', '..', NUL or
+// control characters.
+func CheckName(kind, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: %s name is empty", ErrUnsafePath, kind)
+	case strings.ContainsAny(name, `/\`):
+		return fmt.Errorf("%w: %s name %q contains a path separator; give a plain name", ErrUnsafePath, kind, name)
+	case strings.Contains(name, ".."):
+		return fmt.Errorf("%w: %s name %q contains '..'; give a plain name", ErrUnsafePath, kind, name)
+	}
+	for _, r := range name {
+		if r == 0 || unicode.IsControl(r) {
+			return fmt.Errorf("%w: %s name %q contains NUL or a control character", ErrUnsafePath, kind, name)
+		}
+	}
+	return nil
+}
