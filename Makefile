@@ -1,0 +1,17 @@
+# The README's commands. `make test` is what CI runs (through .ci/run).
+.PHONY: test generate build example bench
+
+test:
+	scripts/test.sh
+
+generate:
+	scripts/generate.sh
+
+build:
+	go build -o bin/ ./cmd/...
+
+example: build
+	scripts/example.sh
+
+bench:
+	bench/run.sh

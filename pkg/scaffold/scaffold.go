@@ -1,0 +1,170 @@
+// Package scaffold lays down a new project's .decree/ directory: the
+// configuration, the router instructions, the ignore file, prompt templates
+// and the default develop and rust-develop routines wired to the AI command
+// line tool found on PATH. It never overwrites a file that already exists,
+// so running it again only fills in what is missing.
+package scaffold
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/template"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+)
+
+//go:embed templates
+var templates embed.FS
+
+// AITool is an AI command-line tool decree knows how to call headless.
+type AITool struct {
+	// Name is the executable looked up on PATH.
+	Name string
+	// Invoke is the bash command that runs one prompt, given as "$1".
+	Invoke string
+	// Router is the router command: prompt on stdin, answer on stdout.
+	Router string
+}
+
+// KnownTools are the AI tools init detects, in order of preference.
+var KnownTools = []AITool{
+	{Name: "claude", Invoke: `claude -p "$1"`, Router: `claude -p "$(cat)"`},
+	{Name: "opencode", Invoke: `opencode run "$1"`, Router: `opencode run "$(cat)"`},
+	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Router: `copilot -p "$(cat)"`},
+}
+
+// Options tune Init.
+type Options struct {
+	// Tool forces an AI tool by name; empty means detect on PATH.
+	Tool string
+	// LookPath finds executables; nil means exec.LookPath.
+	LookPath func(string) (string, error)
+}
+
+// Report says what Init did.
+type Report struct {
+	// Tool is the AI tool the routines call ("" when none was found).
+	Tool string
+	// Created lists files written, relative to the project root.
+	Created []string
+	// Kept lists files that already existed and were left alone.
+	Kept []string
+}
+
+// Dirs are the directories of .decree/ that Init creates.
+var Dirs = []string{
+	"migrations", "routines", "prompts", "cron", "drivers",
+	"inbox", "inbox/done", "inbox/dead", "outbox", "runs",
+}
+
+// Init creates root/.decree/ with everything a project needs.
+func Init(root string, opts Options) (*Report, error) {
+	tool, err := pickTool(opts)
+	if err != nil {
+		return nil, err
+	}
+	dot := filepath.Join(root, ".decree")
+	for _, d := range Dirs {
+		if err := os.MkdirAll(filepath.Join(dot, d), 0o755); err != nil {
+			return nil, fmt.Errorf("init: create %s: %w", filepath.Join(dot, d), err)
+		}
+	}
+	data := templateData(tool)
+	rep := &Report{Tool: tool.Name}
+	err = fs.WalkDir(templates, "templates", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel := strings.TrimPrefix(p, "templates/")
+		if rel == "gitignore" {
+			rel = ".gitignore"
+		}
+		raw, err := templates.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := template.Must(template.New(rel).Parse(string(raw))).Execute(&out, data); err != nil {
+			return fmt.Errorf("render %s: %w", rel, err)
+		}
+		dst := filepath.Join(dot, filepath.FromSlash(rel))
+		show := filepath.ToSlash(filepath.Join(".decree", rel))
+		if _, err := os.Lstat(dst); err == nil {
+			rep.Kept = append(rep.Kept, show)
+			return nil
+		}
+		mode := fs.FileMode(0o644)
+		if strings.HasSuffix(rel, ".sh") {
+			mode = 0o755
+		}
+		if err := fsutil.WriteFileAtomic(dst, out.Bytes(), mode); err != nil {
+			return err
+		}
+		rep.Created = append(rep.Created, show)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	return rep, nil
+}
+
+func pickTool(opts Options) (AITool, error) {
+	look := opts.LookPath
+	if look == nil {
+		look = exec.LookPath
+	}
+	if opts.Tool != "" {
+		for _, t := range KnownTools {
+			if t.Name == opts.Tool {
+				return t, nil
+			}
+		}
+		names := make([]string, len(KnownTools))
+		for i, t := range KnownTools {
+			names[i] = t.Name
+		}
+		return AITool{}, fmt.Errorf("init: unknown AI tool %q; choose one of %s", opts.Tool, strings.Join(names, ", "))
+	}
+	for _, t := range KnownTools {
+		if _, err := look(t.Name); err == nil {
+			return t, nil
+		}
+	}
+	return AITool{}, nil
+}
+
+type tmplData struct {
+	Router     string
+	AIFunction string
+}
+
+func templateData(t AITool) tmplData {
+	if t.Name == "" {
+		return tmplData{
+			Router: `""`,
+			AIFunction: `# No AI tool (claude, opencode, copilot) was on PATH when this file was
+# written. Replace the body of ai() with the command that runs one prompt.
+ai() {
+  echo "no AI tool configured: edit ${BASH_SOURCE[0]} and make ai() call your tool" >&2
+  return 1
+}`,
+		}
+	}
+	return tmplData{
+		Router:     yamlQuote(t.Router),
+		AIFunction: fmt.Sprintf("# Runs one prompt with %s, headless.\nai() { %s; }", t.Name, t.Invoke),
+	}
+}
+
+// yamlQuote renders s as a double-quoted YAML scalar.
+func yamlQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(s) + `"`
+}
