@@ -90,11 +90,13 @@ type TreeSettings struct {
 	ValidateCLI string `yaml:"validate_cli"`
 	// RetryCLI is the codename used for retries. Default: DefaultCLI.
 	RetryCLI string `yaml:"retry_cli"`
-	// RetryCount is the per-node validation retry limit. Default 3.
+	// RetryCount is the per-node validation retry limit; 0 disables
+	// retries. Default 3.
 	RetryCount int `yaml:"retry_count"`
 	// TimeoutS caps one CLI call. Default 600.
 	TimeoutS int `yaml:"timeout_s"`
 	// CLIs maps a codename (CLAUDE, CURSOR, GEMINI, COPILOT, QODO, AIDER or a
-	// custom one) to a command template containing <prompt>.
+	// custom one) to a command template containing <prompt>. Codenames are
+	// stored upper-case; Default fills the six built-in ones (DefaultCLIs).
 	CLIs map[string]string `yaml:"clis"`
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/decreehq/decree/pkg/config"
 )
 
 func lookOnly(names ...string) func(string) (string, error) {
@@ -58,14 +58,15 @@ func TestInitDetectsTool(t *testing.T) {
 					t.Errorf("%s is not valid bash: %v\n%s", r, err, out)
 				}
 			}
-			var cfg map[string]any
-			raw, _ := os.ReadFile(filepath.Join(dir, ".decree/config.yml"))
-			if err := yaml.Unmarshal(raw, &cfg); err != nil {
-				t.Fatalf("config.yml is not YAML: %v\n%s", err, raw)
+			cfg, warns, err := config.Load(filepath.Join(dir, ".decree/config.yml"))
+			if err != nil || len(warns) > 0 {
+				t.Fatalf("generated config.yml does not load cleanly: %v %v", err, warns)
 			}
-			router := cfg["commands"].(map[string]any)["router"]
-			if (tc.wantTool == "") != (router == "") {
-				t.Errorf("router = %q for tool %q", router, tc.wantTool)
+			if (tc.wantTool == "") != (cfg.Commands.Router == "") {
+				t.Errorf("router = %q for tool %q", cfg.Commands.Router, tc.wantTool)
+			}
+			if _, ok := cfg.Routines["develop"]; !ok {
+				t.Errorf("registry lacks develop: %v", cfg.Routines)
 			}
 		})
 	}

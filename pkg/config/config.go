@@ -1,0 +1,192 @@
+// Package config reads and writes .decree/config.yml.
+//
+// Load and Parse return a Config with every default filled in (see Default),
+// the warnings worth showing the user (unknown keys, each with file and line)
+// and an error for every invalid value, in the form
+//
+//	.decree/config.yml:7: notebook_engine: got fast, allowed: auto, papermill, nbconvert
+//
+// A missing file is not an error: it yields Default(). max_attempts is
+// accepted wherever max_retries is (top level and per routine); both are the
+// total number of attempts, and giving both with different values is an
+// error. A key given with an empty (null) value keeps its default.
+//
+// WriteRegistry rewrites only the routines: and shared_routines: blocks of
+// the file, keeping every other byte (comments, blank lines, key order) as
+// it was.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	_ "time/tzdata" // time_zone must work on hosts without a zoneinfo database
+)
+
+// Defaults.
+const (
+	DefaultMaxRetries         = 3
+	DefaultMaxDepth           = 10
+	DefaultRoutineName        = "develop"
+	DefaultNotebookEngine     = "auto"
+	DefaultOnMigrationFailure = "stop"
+	DefaultMigrationsDir      = ".decree/migrations"
+	DefaultTreeCLI            = "CLAUDE"
+	DefaultTreeRetryCount     = 3
+	DefaultTreeTimeoutS       = 600
+	// PromptPlaceholder marks where a tree CLI template takes the prompt.
+	PromptPlaceholder = "<prompt>"
+)
+
+// Allowed enum values.
+var (
+	NotebookEngines     = []string{"auto", "papermill", "nbconvert"}
+	MigrationFailureOps = []string{"stop", "continue"}
+)
+
+// DefaultCLIs are the built-in tree CLI templates: each runs the tool once,
+// headless, with the prompt as one argument in place of <prompt>, and prints
+// the answer on stdout. Users override or add codenames under tree.clis.
+//
+//	CLAUDE   claude -p <prompt>                      (Claude Code print mode)
+//	CURSOR   cursor-agent -p <prompt> --output-format text
+//	GEMINI   gemini -p <prompt>                      (Gemini CLI non-interactive)
+//	COPILOT  copilot -p <prompt> --allow-all-tools   (GitHub Copilot CLI; tools pre-approved)
+//	QODO     qodo --ci -y <prompt>                   (Qodo Command, CI mode, auto-confirm)
+//	AIDER    aider --yes-always --no-pretty --message <prompt>
+func DefaultCLIs() map[string]string {
+	return map[string]string{
+		"CLAUDE":  "claude -p <prompt>",
+		"CURSOR":  "cursor-agent -p <prompt> --output-format text",
+		"GEMINI":  "gemini -p <prompt>",
+		"COPILOT": "copilot -p <prompt> --allow-all-tools",
+		"QODO":    "qodo --ci -y <prompt>",
+		"AIDER":   "aider --yes-always --no-pretty --message <prompt>",
+	}
+}
+
+// Default returns a Config with every default filled in.
+func Default() *Config {
+	return &Config{
+		MaxRetries:         DefaultMaxRetries,
+		MaxDepth:           DefaultMaxDepth,
+		DefaultRoutine:     DefaultRoutineName,
+		NotebookEngine:     DefaultNotebookEngine,
+		OnMigrationFailure: DefaultOnMigrationFailure,
+		MigrationsDir:      DefaultMigrationsDir,
+		Routines:           map[string]RoutineSettings{},
+		SharedRoutines:     map[string]RoutineSettings{},
+		Tree: TreeSettings{
+			DefaultCLI:  DefaultTreeCLI,
+			ValidateCLI: DefaultTreeCLI,
+			RetryCLI:    DefaultTreeCLI,
+			RetryCount:  DefaultTreeRetryCount,
+			TimeoutS:    DefaultTreeTimeoutS,
+			CLIs:        DefaultCLIs(),
+		},
+	}
+}
+
+// Warning is a problem that does not stop decree, such as an unknown key.
+type Warning struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (w Warning) String() string {
+	return fmt.Sprintf("%s:%d: %s", w.File, w.Line, w.Msg)
+}
+
+// Load reads the config file at path. A missing file yields Default() and
+// no error.
+func Load(path string) (*Config, []Warning, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Default(), nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads config data; path is used in messages only. On error the
+// returned Config is nil and the error lists every invalid value.
+func Parse(path string, data []byte) (*Config, []Warning, error) {
+	p := &parser{file: path, cfg: Default()}
+	p.parse(data)
+	if len(p.errs) > 0 {
+		return nil, p.warns, errors.Join(p.errs...)
+	}
+	return p.cfg, p.warns, nil
+}
+
+// RoutineSettingsFor returns the registry entry of a project routine
+// (shared=false) or a shared one; the zero value when it has none. A name
+// with a routine file extension (develop.sh) finds the entry of its stem.
+func (c *Config) RoutineSettingsFor(name string, shared bool) RoutineSettings {
+	reg := c.Routines
+	if shared {
+		reg = c.SharedRoutines
+	}
+	if s, ok := reg[name]; ok {
+		return s
+	}
+	return reg[routineStem(name)]
+}
+
+// AttemptsFor returns the total number of attempts for a routine: its own
+// max_retries from the project registry, else from the shared registry,
+// else the global max_retries.
+func (c *Config) AttemptsFor(routine string) int {
+	if n := c.RoutineSettingsFor(routine, false).MaxRetries; n > 0 {
+		return n
+	}
+	if n := c.RoutineSettingsFor(routine, true).MaxRetries; n > 0 {
+		return n
+	}
+	if c.MaxRetries > 0 {
+		return c.MaxRetries
+	}
+	return DefaultMaxRetries
+}
+
+// Location returns the time zone for cron schedules without a CRON_TZ=
+// prefix: time_zone when set, else the local zone.
+func (c *Config) Location() (*time.Location, error) {
+	if c.TimeZone == "" || c.TimeZone == "Local" {
+		return time.Local, nil
+	}
+	loc, err := time.LoadLocation(c.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("time_zone %q: %w; use an IANA zone name such as UTC or Europe/Berlin", c.TimeZone, err)
+	}
+	return loc, nil
+}
+
+// routineStem strips a routine file extension.
+func routineStem(name string) string {
+	for _, ext := range []string{".tree.csv", ".tree.json", ".ipynb", ".sh"} {
+		if strings.HasSuffix(name, ext) {
+			return strings.TrimSuffix(name, ext)
+		}
+	}
+	return name
+}
+
+// expandHome replaces a leading "~" with the user's home directory.
+func expandHome(p string) (string, error) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
+}
