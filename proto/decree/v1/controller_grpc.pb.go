@@ -74,7 +74,7 @@ type ControllerServiceClient interface {
 	// GetRun returns one run.
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
 	// GetArtifact streams a file of a run directory (manifest.json,
-	// changes.diff, routine.log, routine-2.log, run.json, failure-context.md,
+	// changes.diff, routine.log, routine.try-002.log, run.json, failure-context.md,
 	// output.ipynb, papermill.log, ...).
 	GetArtifact(ctx context.Context, in *GetArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArtifactResponse], error)
 	// ListRoutines lists the routines with descriptions and parameters.
@@ -327,7 +327,7 @@ type ControllerServiceServer interface {
 	// GetRun returns one run.
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
 	// GetArtifact streams a file of a run directory (manifest.json,
-	// changes.diff, routine.log, routine-2.log, run.json, failure-context.md,
+	// changes.diff, routine.log, routine.try-002.log, run.json, failure-context.md,
 	// output.ipynb, papermill.log, ...).
 	GetArtifact(*GetArtifactRequest, grpc.ServerStreamingServer[GetArtifactResponse]) error
 	// ListRoutines lists the routines with descriptions and parameters.

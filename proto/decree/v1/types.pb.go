@@ -569,7 +569,9 @@ type AttemptInfo struct {
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// The worker that ran it.
 	WorkerId string `protobuf:"bytes,6,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// The log file name in the run directory (routine.log, routine-2.log, ...).
+	// The log file name in the run directory: routine.log for attempt 1, then
+	// routine.try-002.log, routine.try-003.log, ... (names that sort in
+	// attempt order).
 	LogName       string `protobuf:"bytes,7,opt,name=log_name,json=logName,proto3" json:"log_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1,0 +1,115 @@
+// Package rpc holds the controller's gRPC adapters: thin translations
+// between the generated decree.v1 services and the domain types, with one
+// function (Status) mapping domain errors to gRPC status codes.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/logbook"
+	"github.com/decreehq/decree/pkg/fsutil"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Status converts a domain error to a gRPC status error; nil stays nil and
+// errors that already carry a status keep it.
+func Status(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var gap *logbook.GapError
+	var slow *events.SlowWatcherError
+	code := codes.Internal
+	switch {
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, lease.ErrUnknownSession), errors.Is(err, lease.ErrUnknownLease):
+		code = codes.NotFound
+	case errors.Is(err, lease.ErrLeaseEnded):
+		code = codes.FailedPrecondition
+	case errors.Is(err, lease.ErrInvalid), errors.Is(err, fsutil.ErrUnsafePath):
+		code = codes.InvalidArgument
+	case errors.As(err, &gap):
+		code = codes.OutOfRange
+	case errors.As(err, &slow):
+		code = codes.ResourceExhausted
+	case errors.Is(err, lease.ErrClosed), errors.Is(err, events.ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, lease.ErrSuperseded):
+		code = codes.Aborted
+	}
+	return status.Error(code, err.Error())
+}
+
+// WorkerServer implements decree.v1.WorkerService over a lease.Manager.
+// Replica file transfer (GetWorkspaceManifest, GetBlobs, PutBlobs) is not
+// implemented yet and answers UNIMPLEMENTED.
+type WorkerServer struct {
+	decreev1.UnimplementedWorkerServiceServer
+	m *lease.Manager
+}
+
+// NewWorkerServer returns the adapter; register it with
+// decreev1.RegisterWorkerServiceServer.
+func NewWorkerServer(m *lease.Manager) *WorkerServer { return &WorkerServer{m: m} }
+
+// RegisterWorker opens a session.
+func (w *WorkerServer) RegisterWorker(_ context.Context, req *decreev1.RegisterWorkerRequest) (*decreev1.RegisterWorkerResponse, error) {
+	resp, err := w.m.Register(req)
+	return resp, Status(err)
+}
+
+// StreamAssignments pushes the session's assignments.
+func (w *WorkerServer) StreamAssignments(req *decreev1.StreamAssignmentsRequest, stream grpc.ServerStreamingServer[decreev1.StreamAssignmentsResponse]) error {
+	return Status(w.m.Stream(stream.Context(), req.GetSessionId(), func(a *decreev1.Assignment) error {
+		return stream.Send(&decreev1.StreamAssignmentsResponse{Assignment: a})
+	}))
+}
+
+// Heartbeat renews leases.
+func (w *WorkerServer) Heartbeat(_ context.Context, req *decreev1.HeartbeatRequest) (*decreev1.HeartbeatResponse, error) {
+	stop, err := w.m.Heartbeat(req.GetSessionId(), req.GetLeaseTokens())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &decreev1.HeartbeatResponse{StopLeases: stop}, nil
+}
+
+// UploadLogs stores chunks until the client closes its side, then reports
+// the bytes stored per stream. The first refused chunk ends the call with
+// its error (OUT_OF_RANGE for a gap: resend from the offset it names).
+func (w *WorkerServer) UploadLogs(stream grpc.ClientStreamingServer[decreev1.UploadLogsRequest, decreev1.UploadLogsResponse]) error {
+	stored := map[string]uint64{}
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return stream.SendAndClose(&decreev1.UploadLogsResponse{StoredOffsets: stored})
+		}
+		if err != nil {
+			return err
+		}
+		name, n, err := w.m.UploadLog(req.GetLeaseToken(), req.GetChunk())
+		if err != nil {
+			return Status(err)
+		}
+		stored[name] = n
+	}
+}
+
+// CompleteAssignment records a result, idempotently per lease token.
+func (w *WorkerServer) CompleteAssignment(_ context.Context, req *decreev1.CompleteAssignmentRequest) (*decreev1.CompleteAssignmentResponse, error) {
+	resp, err := w.m.Complete(req)
+	return resp, Status(err)
+}

@@ -1,0 +1,174 @@
+package sched
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/decreehq/decree/controller/store"
+)
+
+const (
+	c1 = "2025010100000000"
+	c2 = "2025010100000001"
+	c3 = "2025010100000002"
+)
+
+func TestPick(t *testing.T) {
+	e := func(chain string, seq int, file string) store.Entry {
+		return store.Entry{File: file, Chain: chain, Seq: seq, ID: chain}
+	}
+	tests := []struct {
+		name    string
+		entries []store.Entry
+		current string
+		want    string
+	}{
+		{"empty", nil, "", ""},
+		{"oldest chain first", []store.Entry{e(c2, 0, "b"), e(c1, 1, "a")}, "", "a"},
+		{"lowest seq within a chain", []store.Entry{e(c1, 3, "x"), e(c1, 1, "y"), e(c1, 2, "z")}, "", "y"},
+		{"current chain beats older chains", []store.Entry{e(c1, 0, "old"), e(c2, 5, "cur")}, c2, "cur"},
+		{"current chain gone: oldest", []store.Entry{e(c3, 0, "n"), e(c2, 0, "m")}, c1, "m"},
+		{"bad entries skipped", []store.Entry{{File: "bad", Err: errors.New("x")}, e(c3, 0, "ok")}, "", "ok"},
+	}
+	for _, tt := range tests {
+		i := Pick(tt.entries, tt.current)
+		got := ""
+		if i >= 0 {
+			got = tt.entries[i].File
+		}
+		if got != tt.want {
+			t.Errorf("%s: picked %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDepthFirstAcrossChains plays a processing loop: every message
+// processed may spawn follow-ups, and the order must finish a chain (deepest
+// spawns included) before the next chain starts.
+func TestDepthFirstAcrossChains(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Join(st.Dir(), "inbox")
+	write(t, filepath.Join(inbox, c2+"-0.md"), "chain 2 root\n")
+	write(t, filepath.Join(inbox, c1+"-0.md"), "chain 1 root\n")
+	write(t, filepath.Join(inbox, c3+"-0.md"), "chain 3 root\n")
+	// spawns: processing id X writes these follow-ups of its own chain.
+	spawns := map[string][]string{
+		c1 + "-0": {c1 + "-1", c1 + "-2"},
+		c1 + "-1": {c1 + "-3"},
+		c2 + "-0": {c2 + "-1"},
+	}
+	s := New(st, Options{MaxDepth: 10})
+	var order, finished []string
+	for {
+		sel, err := s.Next(NextOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sel.FinishedChain != "" {
+			finished = append(finished, sel.FinishedChain)
+		}
+		if !sel.Found {
+			break
+		}
+		id := sel.Entry.ID
+		order = append(order, id)
+		if _, err := s.Next(NextOptions{}); !errors.Is(err, ErrBusy) {
+			t.Fatalf("second Next while %s runs: %v, want ErrBusy", id, err)
+		}
+		for _, f := range spawns[id] {
+			write(t, filepath.Join(inbox, f+".md"), "follow-up\n")
+		}
+		if _, err := st.MarkDone(sel.Entry.File); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{c1 + "-0", c1 + "-1", c1 + "-2", c1 + "-3", c2 + "-0", c2 + "-1", c3 + "-0"}
+	if !slices.Equal(order, want) {
+		t.Errorf("order %v\nwant  %v", order, want)
+	}
+	if !slices.Equal(finished, []string{c1, c2, c3}) {
+		t.Errorf("finished chains %v", finished)
+	}
+}
+
+func TestMaxDepthAndBadFilesAreDeadLettered(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Join(st.Dir(), "inbox")
+	write(t, filepath.Join(inbox, c1+"-3.md"), "too deep\n")
+	write(t, filepath.Join(inbox, c1+"-2.md"), "just fits\n")
+	write(t, filepath.Join(inbox, "broken.md"), "---\nunclosed: [\n")
+	write(t, filepath.Join(inbox, c2+"-0.md"), "other chain\n")
+	s := New(st, Options{MaxDepth: 3})
+
+	sel, err := s.Next(NextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Found || sel.Entry.ID != c1+"-2" {
+		t.Fatalf("selected %+v", sel.Entry)
+	}
+	if len(sel.Rejected) != 1 || sel.Rejected[0].File != "broken.md" || sel.Rejected[0].Note.Reason != store.ReasonInvalidMessage {
+		t.Fatalf("rejected %+v", sel.Rejected)
+	}
+	st.MarkDone(sel.Entry.File)
+	s.Finish(sel.Entry.ID)
+
+	sel, err = s.Next(NextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Found || sel.Entry.ID != c2+"-0" || sel.FinishedChain != c1 {
+		t.Fatalf("selected %+v finished %q", sel.Entry, sel.FinishedChain)
+	}
+	if len(sel.Rejected) != 1 || sel.Rejected[0].ID != c1+"-3" || sel.Rejected[0].Note.Reason != store.ReasonMaxDepthExceeded {
+		t.Fatalf("rejected %+v", sel.Rejected)
+	}
+	note, err := os.ReadFile(filepath.Join(st.Dir(), "inbox/dead", c1+"-3.md"+store.NoteSuffix))
+	if err != nil || !strings.Contains(string(note), "MaxDepthExceeded") || !strings.Contains(string(note), "max_depth is 3") {
+		t.Errorf("note %q, %v", note, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(st.Dir(), "inbox/dead/broken.md")); string(b) != "---\nunclosed: [\n" {
+		t.Errorf("broken.md not kept byte for byte: %q", b)
+	}
+}
+
+func TestOnlyChain(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Join(st.Dir(), "inbox")
+	write(t, filepath.Join(inbox, c1+"-0.md"), "older chain\n")
+	write(t, filepath.Join(inbox, c2+"-0.md"), "mine\n")
+	s := New(st, Options{})
+	sel, err := s.Next(NextOptions{OnlyChain: c2})
+	if err != nil || !sel.Found || sel.Entry.ID != c2+"-0" {
+		t.Fatalf("%+v %v", sel, err)
+	}
+	st.MarkDone(sel.Entry.File)
+	s.Finish(sel.Entry.ID)
+	sel, err = s.Next(NextOptions{OnlyChain: c2})
+	if err != nil || sel.Found || sel.FinishedChain != c2 {
+		t.Fatalf("%+v %v", sel, err)
+	}
+}

@@ -1,0 +1,313 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/message"
+)
+
+// InboxSnapshot is the set of inbox file names present before an attempt,
+// so that the files a routine adds can be told apart afterwards.
+type InboxSnapshot map[string]bool
+
+// SnapshotInbox records the inbox's message files.
+func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
+	ents, err := os.ReadDir(s.path(InboxDir))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot inbox: %w", err)
+	}
+	snap := InboxSnapshot{}
+	for _, e := range ents {
+		if isMessageFile(e.Name()) {
+			snap[e.Name()] = true
+		}
+	}
+	return snap, nil
+}
+
+// FollowUp is a follow-up message queued by CollectFollowUps.
+type FollowUp struct {
+	// File is its inbox file name, "<chain>-<seq>.md".
+	File string
+	ID   string
+	Seq  int
+	// Source says where it came from: "inbox/<name>" or "outbox/<name>".
+	Source string
+}
+
+// Rejected is a follow-up that was dead-lettered instead of queued.
+type Rejected struct {
+	Source string
+	// DeadFile is its name in inbox/dead/.
+	DeadFile string
+	Note     DeadNote
+}
+
+// Collected is what CollectFollowUps did.
+type Collected struct {
+	// FollowUps are queued, in seq order.
+	FollowUps []FollowUp
+	// Rejected were dead-lettered with a note.
+	Rejected []Rejected
+	// Ignored are outbox entries that are not "*.md" files; they stay put.
+	Ignored []string
+}
+
+// chainSeqShape matches names that look like a chain follow-up, valid or not.
+var chainSeqShape = regexp.MustCompile(`^[0-9]+-[0-9]+\.md$`)
+
+// CollectFollowUps gathers the follow-ups a routine left after an attempt
+// of message <chain>-<seq>:
+//
+//   - Files the routine wrote into the inbox (not in before) whose names
+//     look like "<digits>-<digits>.md" must be "<chain>-<n>.md" of this
+//     chain with n > seq and must parse; they stay where they are. Any other
+//     such file is dead-lettered with an InvalidFollowUp note. New inbox
+//     files with other names are left alone: they are ordinary messages (a
+//     user may drop one in at any time) and get a chain of their own.
+//   - Files in outbox/ named "*.md" are taken in lexical order and moved
+//     into the inbox as "<chain>-<next>.md" with consecutive seqs, next
+//     being one more than the highest seq of this chain anywhere in the
+//     inbox, done/, dead/ and runs/. Their chain, seq and id fields are
+//     set to match. A file that does not parse is dead-lettered instead.
+func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (Collected, error) {
+	var out Collected
+	if !message.ValidChain(chain) {
+		return out, fmt.Errorf("collect follow-ups: %q is not a chain id", chain)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	curID := chain + "-" + strconv.Itoa(seq)
+
+	ents, err := os.ReadDir(s.path(InboxDir))
+	if err != nil {
+		return out, fmt.Errorf("collect follow-ups of %s: list inbox: %w", curID, err)
+	}
+	for _, de := range ents {
+		name := de.Name()
+		if !isMessageFile(name) || de.IsDir() || before[name] || !chainSeqShape.MatchString(name) {
+			continue
+		}
+		src := "inbox/" + name
+		problem := checkFollowUpName(name, chain, seq)
+		if problem == "" && !de.Type().IsRegular() {
+			problem = "it is not a regular file (a symlink?); write the follow-up as a plain file"
+		}
+		if problem == "" {
+			problem = s.checkFollowUpContent(s.path(InboxDir, name))
+		}
+		if problem != "" {
+			note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: curID,
+				Detail: fmt.Sprintf("Follow-up %s written by the routine of %s was rejected: %s.", src, curID, problem)}
+			dead, err := s.deadLetterLocked(s.path(InboxDir, name), name, note)
+			if err != nil {
+				return out, err
+			}
+			out.Rejected = append(out.Rejected, Rejected{Source: src, DeadFile: dead, Note: note})
+			continue
+		}
+		_, n, _ := message.ChainFromFileName(name)
+		out.FollowUps = append(out.FollowUps, FollowUp{File: name, ID: chain + "-" + strconv.Itoa(n), Seq: n, Source: src})
+	}
+
+	next := s.maxSeqLocked(chain, seq) + 1
+	obox, err := os.ReadDir(s.path(OutboxDir))
+	if err != nil {
+		return out, fmt.Errorf("collect follow-ups of %s: list outbox: %w", curID, err)
+	}
+	sort.Slice(obox, func(i, j int) bool { return obox[i].Name() < obox[j].Name() })
+	for _, de := range obox {
+		name := de.Name()
+		if isTemp(name) {
+			continue
+		}
+		if !isMessageFile(name) || de.IsDir() {
+			out.Ignored = append(out.Ignored, "outbox/"+name)
+			continue
+		}
+		src := "outbox/" + name
+		p := s.path(OutboxDir, name)
+		target := fmt.Sprintf("%s-%d.md", chain, next)
+		m, problem := s.outboxMessage(p, de, target)
+		if problem != "" {
+			note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: curID,
+				Detail: fmt.Sprintf("Follow-up %s written by the routine of %s was rejected: %s.", src, curID, problem)}
+			dead, err := s.deadLetterLocked(p, name, note)
+			if err != nil {
+				return out, err
+			}
+			out.Rejected = append(out.Rejected, Rejected{Source: src, DeadFile: dead, Note: note})
+			continue
+		}
+		// Rewrite in place first, then rename: a crash in between leaves
+		// the file in outbox/, collected again next time.
+		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
+			return out, fmt.Errorf("collect follow-up %s of %s: %w", src, curID, err)
+		}
+		if _, err := os.Lstat(s.path(InboxDir, target)); err == nil {
+			return out, fmt.Errorf("collect follow-up %s of %s: inbox/%s appeared meanwhile; run the collection again", src, curID, target)
+		}
+		if err := fsutil.MoveFile(p, s.path(InboxDir, target)); err != nil {
+			return out, fmt.Errorf("collect follow-up %s of %s: %w", src, curID, err)
+		}
+		out.FollowUps = append(out.FollowUps, FollowUp{File: target, ID: chain + "-" + strconv.Itoa(next), Seq: next, Source: src})
+		next++
+	}
+	sort.SliceStable(out.FollowUps, func(i, j int) bool { return out.FollowUps[i].Seq < out.FollowUps[j].Seq })
+	return out, nil
+}
+
+// checkFollowUpName returns why name is not a follow-up of <chain>-<seq>, or "".
+func checkFollowUpName(name, chain string, seq int) string {
+	if err := message.CheckName(name); err != nil {
+		return err.Error()
+	}
+	c, n, ok := message.ChainFromFileName(name)
+	switch {
+	case !ok:
+		return fmt.Sprintf("the name %q is not <chain>-<seq>.md with a 16-digit chain id", name)
+	case c != chain:
+		return fmt.Sprintf("it belongs to chain %s, not to this message's chain %s; a routine may only add follow-ups to its own chain (or write them to .decree/outbox/)", c, chain)
+	case n <= seq:
+		return fmt.Sprintf("its seq %d is not greater than the current seq %d; follow-ups must come later in the chain", n, seq)
+	}
+	return ""
+}
+
+// checkFollowUpContent returns why the file is not a usable message, or "".
+func (s *Store) checkFollowUpContent(p string) string {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return "it cannot be read: " + err.Error()
+	}
+	m, err := message.Parse(data)
+	if err != nil {
+		return "it does not parse: " + err.Error()
+	}
+	if err := message.Normalize(m, message.NormalizeInput{FileName: fileBase(p)}); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+func fileBase(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// outboxMessage reads an outbox file and normalises it as target.
+func (s *Store) outboxMessage(p string, de fs.DirEntry, target string) (*message.Message, string) {
+	if !de.Type().IsRegular() {
+		return nil, "it is not a regular file (a symlink?); write the follow-up as a plain file"
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, "it cannot be read: " + err.Error()
+	}
+	m, err := message.Parse(data)
+	if err != nil {
+		return nil, "it does not parse: " + err.Error()
+	}
+	m.Delete("id")
+	m.Delete("chain")
+	m.Delete("seq")
+	if err := message.Normalize(m, message.NormalizeInput{FileName: target}); err != nil {
+		return nil, err.Error()
+	}
+	return m, ""
+}
+
+// maxSeqLocked is the highest seq of chain among file names in the inbox,
+// done/, dead/ and run directories, at least floor.
+func (s *Store) maxSeqLocked(chain string, floor int) int {
+	max := floor
+	for _, d := range []string{InboxDir, DoneDir, DeadDir, RunsDir} {
+		ents, err := os.ReadDir(s.path(d))
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if d == RunsDir {
+				name += ".md"
+			}
+			if c, n, ok := message.ChainFromFileName(name); ok && c == chain && n > max {
+				max = n
+			}
+		}
+	}
+	return max
+}
+
+// Areas a replica worker returns follow-ups to.
+const (
+	AreaInbox  = "inbox"
+	AreaOutbox = "outbox"
+)
+
+// ReceiveFollowUp stores a follow-up that a replica worker sent back for
+// message <chain>-<seq>: into inbox/ under its own name (area AreaInbox:
+// the name must be "<chain>-<n>.md" of this chain with n > seq) or into
+// outbox/ (area AreaOutbox: any plain "*.md" name), where CollectFollowUps
+// then picks it up. A name that breaks these rules (including names that
+// try to leave the directory, such as "../x.md") is not written where it
+// asked: the content goes to inbox/dead/ under a safe name, with a note,
+// and the rejection is returned.
+func (s *Store) ReceiveFollowUp(chain string, seq int, area, name string, content []byte) (*Rejected, error) {
+	curID := chain + "-" + strconv.Itoa(seq)
+	var problem string
+	switch area {
+	case AreaInbox:
+		problem = checkFollowUpName(name, chain, seq)
+	case AreaOutbox:
+		if err := message.CheckName(name); err != nil {
+			problem = err.Error()
+		} else if !isMessageFile(name) {
+			problem = fmt.Sprintf("the name %q does not end in .md (or starts with '.')", name)
+		}
+	default:
+		return nil, fmt.Errorf("receive follow-up of %s: unknown area %q (want %q or %q)", curID, area, AreaInbox, AreaOutbox)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if problem == "" {
+		dst := s.path(area, name)
+		var err error
+		if area == AreaInbox {
+			err = writeNew(dst, content)
+			if errors.Is(err, fs.ErrExist) {
+				problem = fmt.Sprintf("inbox/%s already exists", name)
+			}
+		} else {
+			err = fsutil.WriteFileAtomic(dst, content, 0o644)
+		}
+		if problem == "" {
+			if err != nil {
+				return nil, fmt.Errorf("receive follow-up %s/%s of %s: %w", area, name, curID, err)
+			}
+			return nil, nil
+		}
+	}
+	safe := message.KebabName(name)
+	if safe == "" {
+		safe = "follow-up"
+	}
+	file := "rejected-" + safe + ".md"
+	note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: curID,
+		Detail: fmt.Sprintf("Follow-up %q (area %s) returned by the worker for %s was rejected: %s.", name, area, curID, problem)}
+	dead, err := s.deadLetterBytes(file, content, note)
+	if err != nil {
+		return nil, err
+	}
+	return &Rejected{Source: area + "/" + name, DeadFile: dead, Note: note}, nil
+}

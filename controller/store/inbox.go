@@ -1,0 +1,485 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/message"
+)
+
+// Entry is one message file.
+type Entry struct {
+	// File is the file name, such as "fix-types.md" or "2025022514320000-1.md".
+	File string
+	// ID is "<chain>-<seq>"; Chain and Seq are its parts. Empty when Err is set.
+	ID    string
+	Chain string
+	Seq   int
+	// Message is the normalised message; nil when Err is set.
+	Message *message.Message
+	// ModTime is the file's modification time.
+	ModTime time.Time
+	// Err is set (a *BadMessageError) when the file cannot be used as a
+	// message. The file is untouched; the processing loop dead-letters it.
+	Err error
+}
+
+// Name is the file name without ".md".
+func (e Entry) Name() string { return strings.TrimSuffix(e.File, ".md") }
+
+// BadMessageError says why an inbox file is not a usable message.
+type BadMessageError struct {
+	File   string
+	Reason string // a short code for the dead-letter note: InvalidMessage
+	Err    error
+}
+
+func (e *BadMessageError) Error() string {
+	return fmt.Sprintf("inbox file %s is not a usable message (%s): %v", e.File, e.Reason, e.Err)
+}
+
+func (e *BadMessageError) Unwrap() error { return e.Err }
+
+// Reason codes written into dead-letter notes by the store and the scheduler.
+const (
+	ReasonInvalidMessage   = "InvalidMessage"
+	ReasonInvalidFollowUp  = "InvalidFollowUp"
+	ReasonMaxDepthExceeded = "MaxDepthExceeded"
+)
+
+// isMessageFile reports whether a directory entry of the inbox is a message:
+// a "*.md" name not starting with "." (temporary files are hidden).
+func isMessageFile(name string) bool {
+	return strings.HasSuffix(name, ".md") && len(name) > len(".md") && !strings.HasPrefix(name, ".")
+}
+
+// ListInbox reads every message in inbox/, normalised, ordered by chain,
+// then seq, then file name; unusable files come last with Err set.
+//
+// A message dropped into the inbox without a chain (neither in its
+// frontmatter nor in a "<chain>-<seq>.md" name) is given a fresh chain id
+// and seq 0 here, and the normalised message is written back to its file
+// atomically, so the id survives a restart. Such files get their ids in the
+// order they arrived (modification time, then name).
+func (s *Store) ListInbox() ([]Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := s.path(InboxDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list inbox %s: %w", dir, err)
+	}
+	var out []Entry
+	for _, de := range ents {
+		if !isMessageFile(de.Name()) || de.IsDir() {
+			continue
+		}
+		e := Entry{File: de.Name()}
+		if info, err := de.Info(); err == nil {
+			e.ModTime = info.ModTime()
+		}
+		if !de.Type().IsRegular() {
+			e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage,
+				Err: errors.New("not a regular file (a symlink or a device); put the message's content in a plain file")}
+		}
+		out = append(out, e)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].ModTime.Equal(out[j].ModTime) {
+			return out[i].ModTime.Before(out[j].ModTime)
+		}
+		return out[i].File < out[j].File
+	})
+	for i := range out {
+		if out[i].Err == nil {
+			s.loadInboxEntry(&out[i])
+		}
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+func sortEntries(es []Entry) {
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if (a.Err == nil) != (b.Err == nil) {
+			return a.Err == nil
+		}
+		if a.Chain != b.Chain {
+			return a.Chain < b.Chain
+		}
+		if a.Seq != b.Seq {
+			return a.Seq < b.Seq
+		}
+		return a.File < b.File
+	})
+}
+
+// loadInboxEntry parses and normalises e.File, assigning and persisting a
+// chain when the message has none.
+func (s *Store) loadInboxEntry(e *Entry) {
+	p := s.path(InboxDir, e.File)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
+		return
+	}
+	m, err := message.Parse(data)
+	if err != nil {
+		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
+		return
+	}
+	_, hasChain := m.Get("chain")
+	_, _, nameChain := message.ChainFromFileName(e.File)
+	in := message.NormalizeInput{FileName: e.File}
+	fresh := !hasChain && !nameChain
+	if fresh {
+		in.Chain = s.chains.Next()
+	}
+	if err := message.Normalize(m, in); err != nil {
+		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
+		return
+	}
+	if fresh {
+		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
+			e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage,
+				Err: fmt.Errorf("record the new chain id %s in the file: %w", in.Chain, err)}
+			return
+		}
+	}
+	e.Message = m
+	e.ID = m.ID()
+	e.Chain = m.Chain()
+	e.Seq, _ = m.Seq()
+	s.chains.Observe(e.Chain)
+}
+
+// CreateMessage writes a new root message into the inbox and returns it.
+// name is the wanted file name without ".md" (already kebab-cased by the
+// caller; ".md" is accepted and dropped); it must be a plain name. When a
+// file of that name exists in inbox/, inbox/done/ or inbox/dead/, "-2", "-3",
+// ... is appended. An empty name becomes "run-<chain>".
+//
+// m gets a fresh chain id and seq 0 unless its frontmatter already carries
+// a chain; it is normalised before it is written. The file is created
+// exclusively: an existing file is never overwritten.
+func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
+	name = strings.TrimSuffix(name, ".md")
+	if name != "" {
+		if err := message.CheckName(name); err != nil {
+			return Entry{}, fmt.Errorf("create message: %w", err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := message.NormalizeInput{}
+	if _, ok := m.Get("chain"); !ok {
+		in.Chain = s.chains.Next()
+		in.Seq = 0
+	}
+	if name == "" {
+		c := in.Chain
+		if c == "" {
+			c = m.GetString("chain")
+		}
+		name = "run-" + c
+	}
+	taken := func(n string) bool {
+		for _, d := range []string{InboxDir, DoneDir, DeadDir} {
+			if _, err := os.Lstat(s.path(d, n+".md")); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	for {
+		final := message.UniqueName(name, taken)
+		in.FileName = final + ".md"
+		if err := message.Normalize(m, in); err != nil {
+			return Entry{}, fmt.Errorf("create message %s: %w", final, err)
+		}
+		err := writeNew(s.path(InboxDir, in.FileName), m.Render())
+		if errors.Is(err, fs.ErrExist) {
+			continue // created meanwhile by someone else; pick the next name
+		}
+		if err != nil {
+			return Entry{}, fmt.Errorf("create message %s: %w", final, err)
+		}
+		s.chains.Observe(m.Chain())
+		seq, _ := m.Seq()
+		return Entry{File: in.FileName, ID: m.ID(), Chain: m.Chain(), Seq: seq, Message: m, ModTime: s.now()}, nil
+	}
+}
+
+// writeNew creates path with data, crash-safely and exclusively: the data is
+// written to a fsynced temporary file that is hard-linked to path (failing
+// with fs.ErrExist when path exists), then the temporary name is removed.
+func writeNew(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	name := tmp.Name()
+	defer os.Remove(name)
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("create %s: fsync: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := os.Link(name, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create %s: %w", path, fs.ErrExist)
+		}
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("create %s: remove temporary file: %w", path, err)
+	}
+	return fsutil.SyncDir(dir)
+}
+
+// MarkDone moves inbox/<file> to inbox/done/ and returns the name it got
+// there (the same name unless done/ already has one, then "-2", ...).
+func (s *Store) MarkDone(file string) (string, error) {
+	if err := checkMessageFile(file); err != nil {
+		return "", fmt.Errorf("mark message done: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	target := s.freeName(DoneDir, file)
+	if err := fsutil.MoveFile(s.path(InboxDir, file), s.path(DoneDir, target)); err != nil {
+		return "", fmt.Errorf("mark message %s done: %w", file, err)
+	}
+	// A note the user moved back into the inbox with the message is stale now.
+	_ = os.Remove(s.path(InboxDir, file+NoteSuffix))
+	return target, nil
+}
+
+// checkMessageFile validates a message file name given by a caller.
+func checkMessageFile(file string) error {
+	if err := message.CheckName(file); err != nil {
+		return err
+	}
+	if !isMessageFile(file) {
+		return fmt.Errorf("%w: %q is not a message file name (expected NAME.md)", fsutil.ErrUnsafePath, file)
+	}
+	return nil
+}
+
+// freeName returns file, or file with "-2", "-3", ... before ".md", whichever
+// is first free in dir (a name is taken when the file or its note exists).
+func (s *Store) freeName(dir, file string) string {
+	base := strings.TrimSuffix(file, ".md")
+	taken := func(n string) bool {
+		for _, p := range []string{s.path(dir, n+".md"), s.path(dir, n+".md"+NoteSuffix)} {
+			if _, err := os.Lstat(p); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	if !taken(base) {
+		return file
+	}
+	for i := 2; ; i++ {
+		n := fmt.Sprintf("%s-%d", base, i)
+		if !taken(n) {
+			return n + ".md"
+		}
+	}
+}
+
+// DeadLetter moves inbox/<file> to inbox/dead/, byte for byte, with a note
+// saying why, and returns the name it got there.
+func (s *Store) DeadLetter(file string, note DeadNote) (string, error) {
+	if err := checkMessageFile(file); err != nil {
+		return "", fmt.Errorf("dead-letter message: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name, err := s.deadLetterLocked(s.path(InboxDir, file), file, note)
+	if err != nil {
+		return "", err
+	}
+	_ = os.Remove(s.path(InboxDir, file+NoteSuffix))
+	return name, nil
+}
+
+// deadLetterLocked moves src into dead/ under file (or a free variant),
+// writing the note first. s.mu is held.
+func (s *Store) deadLetterLocked(src, file string, note DeadNote) (string, error) {
+	target := s.freeName(DeadDir, file)
+	if note.Time.IsZero() {
+		note.Time = s.now()
+	}
+	if err := fsutil.WriteFileAtomic(s.path(DeadDir, target+NoteSuffix), note.render(s.loc), 0o644); err != nil {
+		return "", fmt.Errorf("dead-letter %s: write note: %w", file, err)
+	}
+	if err := fsutil.MoveFile(src, s.path(DeadDir, target)); err != nil {
+		_ = os.Remove(s.path(DeadDir, target+NoteSuffix))
+		return "", fmt.Errorf("dead-letter %s: %w", file, err)
+	}
+	return target, nil
+}
+
+// deadLetterBytes writes content as a new file in dead/ with a note; used
+// for files that never existed on disk here (a replica's returned files).
+func (s *Store) deadLetterBytes(file string, content []byte, note DeadNote) (string, error) {
+	target := s.freeName(DeadDir, file)
+	if note.Time.IsZero() {
+		note.Time = s.now()
+	}
+	if err := fsutil.WriteFileAtomic(s.path(DeadDir, target+NoteSuffix), note.render(s.loc), 0o644); err != nil {
+		return "", fmt.Errorf("dead-letter %s: write note: %w", file, err)
+	}
+	if err := writeNew(s.path(DeadDir, target), content); err != nil {
+		_ = os.Remove(s.path(DeadDir, target+NoteSuffix))
+		return "", fmt.Errorf("dead-letter %s: %w", file, err)
+	}
+	return target, nil
+}
+
+// Requeue moves inbox/dead/<file> back into the inbox (renamed with "-2",
+// ... if the inbox has that name) and removes its note. It returns the new
+// inbox file name.
+func (s *Store) Requeue(file string) (string, error) {
+	if !strings.HasSuffix(file, ".md") {
+		file += ".md"
+	}
+	if err := checkMessageFile(file); err != nil {
+		return "", fmt.Errorf("requeue message: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src := s.path(DeadDir, file)
+	if _, err := os.Lstat(src); err != nil {
+		return "", fmt.Errorf("requeue %s: no such message in %s: %w", file, s.path(DeadDir), err)
+	}
+	target := s.freeName(InboxDir, file)
+	if err := fsutil.MoveFile(src, s.path(InboxDir, target)); err != nil {
+		return "", fmt.Errorf("requeue %s: %w", file, err)
+	}
+	if err := os.Remove(s.path(DeadDir, file+NoteSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return target, fmt.Errorf("requeue %s: remove note: %w", file, err)
+	}
+	return target, fsutil.SyncDir(s.path(DeadDir))
+}
+
+// DeadEntry is a message in inbox/dead/ with its note.
+type DeadEntry struct {
+	File string
+	// Content is the file, byte for byte.
+	Content []byte
+	// Note is the parsed note; Reason is empty when the file has none
+	// (moved there by hand).
+	Note DeadNote
+}
+
+// ListDead returns the messages in inbox/dead/ by file name.
+func (s *Store) ListDead() ([]DeadEntry, error) {
+	dir := s.path(DeadDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters %s: %w", dir, err)
+	}
+	var out []DeadEntry
+	for _, de := range ents {
+		if !isMessageFile(de.Name()) || de.IsDir() {
+			continue
+		}
+		d := DeadEntry{File: de.Name()}
+		if d.Content, err = os.ReadFile(filepath.Join(dir, d.File)); err != nil {
+			return nil, fmt.Errorf("read dead letter %s: %w", d.File, err)
+		}
+		if note, err := os.ReadFile(filepath.Join(dir, d.File+NoteSuffix)); err == nil {
+			d.Note = parseNote(note)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ListDone returns the file names in inbox/done/, sorted.
+func (s *Store) ListDone() ([]string, error) {
+	dir := s.path(DoneDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list done messages %s: %w", dir, err)
+	}
+	var out []string
+	for _, de := range ents {
+		if isMessageFile(de.Name()) && !de.IsDir() {
+			out = append(out, de.Name())
+		}
+	}
+	return out, nil
+}
+
+// DeadNote explains why a message was dead-lettered.
+type DeadNote struct {
+	// Reason is a short code: MaxDepthExceeded, InvalidMessage,
+	// InvalidFollowUp, RetriesExhausted, RoutineNotFound, ...
+	Reason string
+	// MessageID is the message's id when known.
+	MessageID string
+	// Time is when it happened (now when zero).
+	Time time.Time
+	// Detail is free text for people: what failed and what to do.
+	Detail string
+}
+
+// render writes the note as "key: value" lines, a blank line, then Detail.
+func (n DeadNote) render(loc *time.Location) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "reason: %s\n", oneLine(n.Reason))
+	if n.MessageID != "" {
+		fmt.Fprintf(&b, "message_id: %s\n", oneLine(n.MessageID))
+	}
+	fmt.Fprintf(&b, "time: %s\n", n.Time.In(loc).Format(time.RFC3339))
+	b.WriteString("\n")
+	b.WriteString(strings.TrimRight(n.Detail, "\n"))
+	b.WriteString("\n")
+	return b.Bytes()
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ") }
+
+func parseNote(data []byte) DeadNote {
+	var n DeadNote
+	head, detail, _ := strings.Cut(string(data), "\n\n")
+	for _, line := range strings.Split(head, "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "reason":
+			n.Reason = v
+		case "message_id":
+			n.MessageID = v
+		case "time":
+			n.Time, _ = time.Parse(time.RFC3339, v)
+		}
+	}
+	n.Detail = strings.TrimRight(detail, "\n")
+	return n
+}

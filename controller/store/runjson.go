@@ -1,0 +1,161 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// RunRecord is run.json, written after every completed run (success,
+// dead letter or cancel). Times carry the offset of the store's time zone
+// (RFC 3339, such as "2025-02-25T14:32:00+01:00"), and time_zone names the
+// zone.
+type RunRecord struct {
+	MessageID string `json:"message_id"`
+	Routine   string `json:"routine"`
+	// Trigger is "inbox", "cron:<stem>" or "chain".
+	Trigger string `json:"trigger"`
+	// Migration is omitted for messages that are not migrations.
+	Migration   string `json:"migration,omitempty"`
+	Attempts    int    `json:"attempts"`
+	MaxAttempts int    `json:"max_attempts"`
+	// ExitCode is the last attempt's exit code.
+	ExitCode int    `json:"exit_code"`
+	Outcome  string `json:"outcome"`
+	Start    string `json:"start"`
+	End      string `json:"end"`
+	// Duration is Go's notation ("1m2.5s"); DurationMS the same in
+	// milliseconds, for programs.
+	Duration       string          `json:"duration"`
+	DurationMS     int64           `json:"duration_ms"`
+	TimeZone       string          `json:"time_zone"`
+	AttemptDetails []AttemptRecord `json:"attempt_details"`
+	Artifacts      []string        `json:"artifacts"`
+}
+
+// AttemptRecord is one attempt in run.json.
+type AttemptRecord struct {
+	Attempt  int    `json:"attempt"`
+	ExitCode int    `json:"exit_code"`
+	Error    string `json:"error,omitempty"`
+	Start    string `json:"start"`
+	End      string `json:"end,omitempty"`
+	WorkerID string `json:"worker_id,omitempty"`
+	LogName  string `json:"log_name"`
+}
+
+func fmtTime(t time.Time, loc *time.Location) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.In(loc).Format(time.RFC3339Nano)
+}
+
+// Record builds the run.json content from the current state.
+func (r *Run) Record() RunRecord {
+	st := r.State()
+	loc := r.s.loc
+	end := st.Ended
+	if end.IsZero() {
+		end = r.s.now()
+	}
+	start := st.Started
+	if len(st.Attempts) > 0 {
+		start = st.Attempts[0].Start
+	}
+	d := end.Sub(start)
+	rec := RunRecord{
+		MessageID:   st.MessageID,
+		Routine:     st.Routine,
+		Trigger:     st.Trigger,
+		Migration:   st.Migration,
+		Attempts:    len(st.Attempts),
+		MaxAttempts: st.MaxAttempts,
+		ExitCode:    st.ExitCode,
+		Outcome:     st.Outcome,
+		Start:       fmtTime(start, loc),
+		End:         fmtTime(end, loc),
+		Duration:    d.String(),
+		DurationMS:  d.Milliseconds(),
+		TimeZone:    loc.String(),
+	}
+	for _, a := range st.Attempts {
+		rec.AttemptDetails = append(rec.AttemptDetails, AttemptRecord{
+			Attempt: a.N, ExitCode: a.ExitCode, Error: a.Error,
+			Start: fmtTime(a.Start, loc), End: fmtTime(a.End, loc),
+			WorkerID: a.WorkerID, LogName: a.LogName,
+		})
+	}
+	rec.Artifacts, _ = r.Artifacts()
+	if !slices.Contains(rec.Artifacts, RunFile) {
+		rec.Artifacts = append(rec.Artifacts, RunFile)
+		slices.Sort(rec.Artifacts)
+	}
+	return rec
+}
+
+// ReadRunRecord reads runs/<id>/run.json.
+func (s *Store) ReadRunRecord(id string) (RunRecord, error) {
+	var rec RunRecord
+	dir, err := s.RunDir(id)
+	if err != nil {
+		return rec, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		return rec, fmt.Errorf("read run.json of %s: %w", id, err)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, fmt.Errorf("read run.json of %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// Proto converts the record to the API's RunInfo.
+func (rec RunRecord) Proto() *decreev1.RunInfo {
+	ts := func(s string) *timestamppb.Timestamp {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return nil
+		}
+		return timestamppb.New(t)
+	}
+	out := &decreev1.RunInfo{
+		MessageId:   rec.MessageID,
+		Routine:     rec.Routine,
+		Trigger:     rec.Trigger,
+		Migration:   rec.Migration,
+		Attempts:    int32(rec.Attempts),
+		MaxAttempts: int32(rec.MaxAttempts),
+		ExitCode:    int32(rec.ExitCode),
+		StartTime:   ts(rec.Start),
+		EndTime:     ts(rec.End),
+		Duration:    durationpb.New(time.Duration(rec.DurationMS) * time.Millisecond),
+		Artifacts:   rec.Artifacts,
+		TimeZone:    rec.TimeZone,
+	}
+	switch rec.Outcome {
+	case OutcomeSucceeded:
+		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_SUCCEEDED
+	case OutcomeDeadLettered:
+		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_DEAD_LETTERED
+	case OutcomeCancelled:
+		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_CANCELLED
+	case "":
+		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_RUNNING
+	}
+	for _, a := range rec.AttemptDetails {
+		out.AttemptDetails = append(out.AttemptDetails, &decreev1.AttemptInfo{
+			Attempt: int32(a.Attempt), ExitCode: int32(a.ExitCode), Error: a.Error,
+			StartTime: ts(a.Start), EndTime: ts(a.End), WorkerId: a.WorkerID, LogName: a.LogName,
+		})
+	}
+	return out
+}

@@ -1,0 +1,412 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/message"
+)
+
+// Run-directory file names the store writes.
+const (
+	MessageFile = "message.md"
+	StateFile   = "state.json"
+	RunFile     = "run.json"
+)
+
+// Attempt status values in state.json.
+const (
+	AttemptRunning   = "running"
+	AttemptSucceeded = "succeeded"
+	AttemptFailed    = "failed"
+)
+
+// Run outcomes in state.json and run.json.
+const (
+	OutcomeSucceeded    = "succeeded"
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeCancelled    = "cancelled"
+)
+
+var idRe = regexp.MustCompile(`^([0-9]{16})-([0-9]{1,9})$`)
+
+// CheckID validates a message id, "<chain>-<seq>", as it arrives from a
+// client or a worker.
+func CheckID(id string) error {
+	m := idRe.FindStringSubmatch(id)
+	if m == nil || !message.ValidChain(m[1]) {
+		return fmt.Errorf("%w: %q is not a message id (expected <16-digit chain>-<seq>, such as 2025022514320000-0)", fsutil.ErrUnsafePath, id)
+	}
+	return nil
+}
+
+var streamRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// CheckStream validates a log stream name ("routine", "papermill", "hook",
+// "router", ...): lower-case letters, digits, '_' and '-', at most 32.
+func CheckStream(stream string) error {
+	if !streamRe.MatchString(stream) {
+		return fmt.Errorf("%w: log stream %q is not a plain lower-case name (letters, digits, '_', '-')", fsutil.ErrUnsafePath, stream)
+	}
+	return nil
+}
+
+// LogName is the file name of a stream's log for an attempt: "routine.log"
+// for attempt 1, "routine.try-002.log" for attempt 2, and so on (three
+// digits, more only beyond attempt 999). See the package documentation for
+// why these names sort in attempt order.
+func LogName(stream string, attempt int) string {
+	if attempt <= 1 {
+		return stream + ".log"
+	}
+	return fmt.Sprintf("%s.try-%03d.log", stream, attempt)
+}
+
+// RunDir is the absolute run directory of a message id.
+func (s *Store) RunDir(id string) (string, error) {
+	if err := CheckID(id); err != nil {
+		return "", err
+	}
+	return s.path(RunsDir, id), nil
+}
+
+// LogPath is the absolute path of a stream's log for one attempt of a
+// message. It validates every part, so it is safe for values from outside.
+func (s *Store) LogPath(id string, attempt int, stream string) (string, error) {
+	dir, err := s.RunDir(id)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckStream(stream); err != nil {
+		return "", err
+	}
+	if attempt < 1 {
+		return "", fmt.Errorf("log of %s: attempt %d is not a positive number", id, attempt)
+	}
+	return filepath.Join(dir, LogName(stream, attempt)), nil
+}
+
+// RunState is runs/<id>/state.json: the controller's bookkeeping of a
+// message's processing, written atomically after every change.
+type RunState struct {
+	MessageID string `json:"message_id"`
+	// File is the message's inbox file name.
+	File      string `json:"file"`
+	Routine   string `json:"routine,omitempty"`
+	Trigger   string `json:"trigger,omitempty"`
+	Migration string `json:"migration,omitempty"`
+	// MaxAttempts is the number of attempts allowed.
+	MaxAttempts int       `json:"max_attempts"`
+	Started     time.Time `json:"started"`
+	// Attempts are oldest first; the last one with Status "running" was
+	// under way when the controller stopped, if it is still running.
+	Attempts []AttemptState `json:"attempts"`
+	// Outcome is empty while the message is being processed.
+	Outcome  string    `json:"outcome,omitempty"`
+	ExitCode int       `json:"exit_code"`
+	Ended    time.Time `json:"ended,omitzero"`
+	// Phase is free for the processing loop ("checkpointed", "reverting",
+	// ...) so it can resume a multi-step step after a crash.
+	Phase string `json:"phase,omitempty"`
+}
+
+// AttemptState is one attempt in state.json.
+type AttemptState struct {
+	N        int       `json:"attempt"`
+	Status   string    `json:"status"`
+	ExitCode int       `json:"exit_code"`
+	Error    string    `json:"error,omitempty"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end,omitzero"`
+	WorkerID string    `json:"worker_id,omitempty"`
+	LogName  string    `json:"log_name"`
+}
+
+// RunStart describes a message whose processing begins.
+type RunStart struct {
+	Entry       Entry
+	Routine     string
+	Trigger     string
+	Migration   string
+	MaxAttempts int
+}
+
+// Run is a message's run directory and its state.json. Its methods are
+// safe for concurrent use.
+type Run struct {
+	s   *Store
+	id  string
+	dir string
+
+	mu    sync.Mutex
+	state RunState
+}
+
+// StartRun opens the run directory of a message whose processing begins.
+//
+// When runs/<id>/ holds an unfinished state (the controller stopped during
+// processing), that state is loaded and returned as it is: the caller sees
+// the attempts made so far (see Run.Interrupted). When it holds a finished
+// run (the message was dead-lettered and requeued), the old directory is
+// renamed to runs/<id>.prev-N/ and a fresh one is made. A fresh directory
+// gets message.md (the normalised message) and state.json.
+func (s *Store) StartRun(start RunStart) (*Run, error) {
+	e := start.Entry
+	dir, err := s.RunDir(e.ID)
+	if err != nil {
+		return nil, fmt.Errorf("start run: %w", err)
+	}
+	if e.Message == nil {
+		return nil, fmt.Errorf("start run %s: the entry has no parsed message", e.ID)
+	}
+	r := &Run{s: s, id: e.ID, dir: dir}
+	st, err := readState(dir)
+	switch {
+	case err == nil && st.Outcome == "":
+		r.state = st
+		return r, nil
+	case err == nil:
+		if err := s.archiveRun(e.ID); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("start run %s: %w", e.ID, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("start run %s: create %s: %w", e.ID, dir, err)
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, MessageFile), e.Message.Render(), 0o644); err != nil {
+		return nil, fmt.Errorf("start run %s: %w", e.ID, err)
+	}
+	r.state = RunState{
+		MessageID:   e.ID,
+		File:        e.File,
+		Routine:     start.Routine,
+		Trigger:     start.Trigger,
+		Migration:   start.Migration,
+		MaxAttempts: start.MaxAttempts,
+		Started:     s.now(),
+		Attempts:    []AttemptState{},
+	}
+	if err := r.save(r.state); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// archiveRun renames runs/<id>/ to the first free runs/<id>.prev-N/.
+func (s *Store) archiveRun(id string) error {
+	for n := 1; ; n++ {
+		dst := s.path(RunsDir, id+".prev-"+strconv.Itoa(n))
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		if err := fsutil.MoveFile(s.path(RunsDir, id), dst); err != nil {
+			return fmt.Errorf("start run %s: keep the earlier run: %w", id, err)
+		}
+		return nil
+	}
+}
+
+// OpenRun opens an existing run directory (for reading or resuming).
+func (s *Store) OpenRun(id string) (*Run, error) {
+	dir, err := s.RunDir(id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := readState(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open run %s: %w", id, err)
+	}
+	return &Run{s: s, id: id, dir: dir, state: st}, nil
+}
+
+func readState(dir string) (RunState, error) {
+	var st RunState
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("read %s: %w (the file is damaged; move the run directory away to start the message afresh)", filepath.Join(dir, StateFile), err)
+	}
+	return st, nil
+}
+
+// ID is the message id.
+func (r *Run) ID() string { return r.id }
+
+// Dir is the absolute run directory.
+func (r *Run) Dir() string { return r.dir }
+
+// Path is the absolute path of a file in the run directory. name must be a
+// plain file name.
+func (r *Run) Path(name string) (string, error) {
+	if err := fsutil.CheckName("run file", name); err != nil {
+		return "", err
+	}
+	return filepath.Join(r.dir, name), nil
+}
+
+// WriteFile writes an artifact (failure-context.md, changes.diff, ...) into
+// the run directory atomically.
+func (r *Run) WriteFile(name string, data []byte) error {
+	p, err := r.Path(name)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(p, data, 0o644)
+}
+
+// State returns a copy of the current state.
+func (r *Run) State() RunState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return cloneState(r.state)
+}
+
+func cloneState(st RunState) RunState {
+	st.Attempts = append([]AttemptState(nil), st.Attempts...)
+	return st
+}
+
+// Update applies fn to a copy of the state and persists the result; the
+// in-memory state changes only when the write succeeded.
+func (r *Run) Update(fn func(*RunState) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := cloneState(r.state)
+	if err := fn(&st); err != nil {
+		return err
+	}
+	if err := r.save(st); err != nil {
+		return err
+	}
+	r.state = st
+	return nil
+}
+
+func (r *Run) save(st RunState) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save run state %s: %w", r.id, err)
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(r.dir, StateFile), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("save run state %s: %w", r.id, err)
+	}
+	return nil
+}
+
+// Interrupted returns the last attempt when it is still marked running: the
+// controller stopped while it was under way.
+func (r *Run) Interrupted() (AttemptState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.state.Attempts)
+	if n == 0 || r.state.Attempts[n-1].Status != AttemptRunning {
+		return AttemptState{}, false
+	}
+	return r.state.Attempts[n-1], true
+}
+
+// BeginAttempt records the next attempt as running (before it is handed to
+// a worker) and returns it. It fails when an attempt is still running.
+func (r *Run) BeginAttempt() (AttemptState, error) {
+	var a AttemptState
+	err := r.Update(func(st *RunState) error {
+		n := len(st.Attempts)
+		if n > 0 && st.Attempts[n-1].Status == AttemptRunning {
+			return fmt.Errorf("begin attempt of %s: attempt %d is still running; finish it first", r.id, n)
+		}
+		a = AttemptState{N: n + 1, Status: AttemptRunning, ExitCode: -1, Start: r.s.now(), LogName: LogName("routine", n+1)}
+		st.Attempts = append(st.Attempts, a)
+		return nil
+	})
+	return a, err
+}
+
+// SetAttemptWorker records which worker runs attempt n.
+func (r *Run) SetAttemptWorker(n int, workerID string) error {
+	return r.Update(func(st *RunState) error {
+		if n < 1 || n > len(st.Attempts) {
+			return fmt.Errorf("run %s has no attempt %d", r.id, n)
+		}
+		st.Attempts[n-1].WorkerID = workerID
+		return nil
+	})
+}
+
+// FinishAttempt records how attempt n ended. exitCode 0 with errText ""
+// means success.
+func (r *Run) FinishAttempt(n, exitCode int, errText string) error {
+	return r.Update(func(st *RunState) error {
+		if n < 1 || n > len(st.Attempts) {
+			return fmt.Errorf("run %s has no attempt %d", r.id, n)
+		}
+		a := &st.Attempts[n-1]
+		a.ExitCode = exitCode
+		a.Error = errText
+		a.End = r.s.now()
+		a.Status = AttemptFailed
+		if exitCode == 0 && errText == "" {
+			a.Status = AttemptSucceeded
+		}
+		st.ExitCode = exitCode
+		return nil
+	})
+}
+
+// Finish records the outcome (OutcomeSucceeded, OutcomeDeadLettered or
+// OutcomeCancelled) in state.json and writes run.json. It returns what was
+// written to run.json.
+func (r *Run) Finish(outcome string) (RunRecord, error) {
+	switch outcome {
+	case OutcomeSucceeded, OutcomeDeadLettered, OutcomeCancelled:
+	default:
+		return RunRecord{}, fmt.Errorf("finish run %s: unknown outcome %q", r.id, outcome)
+	}
+	if err := r.Update(func(st *RunState) error {
+		st.Outcome = outcome
+		st.Ended = r.s.now()
+		return nil
+	}); err != nil {
+		return RunRecord{}, err
+	}
+	rec := r.Record()
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return RunRecord{}, fmt.Errorf("write run.json of %s: %w", r.id, err)
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(r.dir, RunFile), append(data, '\n'), 0o644); err != nil {
+		return RunRecord{}, fmt.Errorf("write run.json of %s: %w", r.id, err)
+	}
+	return rec, nil
+}
+
+// Artifacts lists the files in the run directory (state.json excluded,
+// temporary files skipped), sorted.
+func (r *Run) Artifacts() ([]string, error) {
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list run directory %s: %w", r.dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() || isTemp(e.Name()) || e.Name() == StateFile {
+			continue
+		}
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -1,0 +1,256 @@
+// Package store keeps the controller's state on disk, in the project's
+// .decree/ directory: the inbox and its done/ and dead/ folders, the outbox,
+// one run directory per message, processed.md and the instance id.
+//
+// # Crash safety
+//
+// Every change is a single atomic step (a temporary file fsynced and renamed
+// into place, or a rename between directories followed by fsyncs of both
+// directories), or a short sequence of such steps ordered so that a crash
+// between any two of them leaves a state Open recognises and finishes:
+//
+//   - Temporary files left by an interrupted write (".<name>.tmp-*", see
+//     fsutil.WriteFileAtomic) are removed by Open.
+//   - Dead-lettering writes the note first and moves the message second. A
+//     note whose message never arrived in dead/ is removed by Open, so a
+//     message is never reported dead while it still sits in the inbox.
+//   - Requeueing moves the message first and removes the note second; the
+//     orphaned note is removed by Open.
+//   - Follow-ups in outbox/ are rewritten in place (chain and seq set) and
+//     then renamed into the inbox. A crash between the two leaves the file in
+//     outbox/, where the next collection picks it up again.
+//   - An attempt is recorded as started in runs/<id>/state.json before it is
+//     handed to a worker, and as finished after it ended, so a restarted
+//     controller knows which attempt was under way.
+//
+// # Dead-letter notes
+//
+// A dead-lettered message keeps its file, byte for byte, as
+// inbox/dead/<name>.md. Beside it, inbox/dead/<name>.md.dead.txt explains why
+// (see DeadNote). The note's name ends in ".txt", so the inbox scanner (which
+// reads only "*.md" files) ignores it even when a user moves both files back
+// into the inbox by hand; Requeue removes it.
+//
+// # Attempt logs
+//
+// Attempt 1 of a stream writes "<stream>.log" (routine.log), attempt n >= 2
+// writes "<stream>.try-NNN.log" (routine.try-002.log, routine.try-010.log).
+// These names sort in attempt order both byte-wise (Go, LC_ALL=C ls) and
+// under locale collation that ignores punctuation ("routine.log" <
+// "routine.try-..." because "l" < "t"), unlike "routine-2.log" and
+// "routine-10.log". See LogName.
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/message"
+)
+
+// Directory and file names inside .decree/.
+const (
+	DecreeDir     = ".decree"
+	InboxDir      = "inbox"
+	DoneDir       = "inbox/done"
+	DeadDir       = "inbox/dead"
+	OutboxDir     = "outbox"
+	RunsDir       = "runs"
+	ProcessedFile = "processed.md"
+	InstanceFile  = "instance-id"
+	// NoteSuffix is appended to a dead message's file name to name its note.
+	NoteSuffix = ".dead.txt"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Logger receives recovery reports; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Chains hands out chain ids; a new generator on Now when nil.
+	Chains *message.ChainGen
+	// Location is the time zone run.json times are written in (time.Local
+	// when nil).
+	Location *time.Location
+}
+
+// Store is the .decree/ directory of one project. Its methods are safe for
+// concurrent use; changes to the inbox are serialised.
+type Store struct {
+	root   string // project root
+	dir    string // root/.decree
+	log    *slog.Logger
+	now    func() time.Time
+	chains *message.ChainGen
+	loc    *time.Location
+	id     string
+
+	mu sync.Mutex // serialises inbox, outbox, dead/, done/ and processed.md changes
+}
+
+// Open opens (creating when missing) the .decree/ layout under projectRoot,
+// removes what interrupted writes left behind, reads or creates the
+// instance id, and records every chain id on disk so new ones are greater.
+func Open(projectRoot string, opts Options) (*Store, error) {
+	abs, err := filepath.Abs(projectRoot)
+	if err != nil {
+		return nil, fmt.Errorf("open decree store: resolve project directory %q: %w", projectRoot, err)
+	}
+	s := &Store{
+		root:   abs,
+		dir:    filepath.Join(abs, DecreeDir),
+		log:    opts.Logger,
+		now:    opts.Now,
+		chains: opts.Chains,
+		loc:    opts.Location,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.chains == nil {
+		s.chains = message.NewChainGen(s.now)
+	}
+	if s.loc == nil {
+		s.loc = time.Local
+	}
+	for _, d := range []string{InboxDir, DoneDir, DeadDir, OutboxDir, RunsDir} {
+		if err := os.MkdirAll(s.path(d), 0o755); err != nil {
+			return nil, fmt.Errorf("open decree store: create %s: %w", s.path(d), err)
+		}
+	}
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	if err := s.loadInstanceID(); err != nil {
+		return nil, err
+	}
+	s.observeChains()
+	return s, nil
+}
+
+// Root is the absolute project directory.
+func (s *Store) Root() string { return s.root }
+
+// Dir is the absolute .decree/ directory.
+func (s *Store) Dir() string { return s.dir }
+
+// InstanceID is the controller's id stored in .decree/instance-id. A worker
+// whose workspace holds the same id shares the controller's tree.
+func (s *Store) InstanceID() string { return s.id }
+
+// Chains is the chain-id generator the store uses.
+func (s *Store) Chains() *message.ChainGen { return s.chains }
+
+// Location is the time zone run.json times are written in.
+func (s *Store) Location() *time.Location { return s.loc }
+
+func (s *Store) path(parts ...string) string {
+	return filepath.Join(append([]string{s.dir}, parts...)...)
+}
+
+func (s *Store) loadInstanceID() error {
+	p := s.path(InstanceFile)
+	data, err := os.ReadFile(p)
+	if err == nil {
+		id := strings.TrimSpace(string(data))
+		if id != "" {
+			s.id = id
+			return nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("open decree store: read %s: %w", p, err)
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("open decree store: generate instance id: %w", err)
+	}
+	s.id = hex.EncodeToString(b[:])
+	if err := fsutil.WriteFileAtomic(p, []byte(s.id+"\n"), 0o644); err != nil {
+		return fmt.Errorf("open decree store: write instance id: %w", err)
+	}
+	return nil
+}
+
+// isTemp reports whether name is a temporary file of fsutil.WriteFileAtomic.
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}
+
+// recover removes temporary files of interrupted writes and notes that lost
+// their message (an interrupted dead-letter or requeue).
+func (s *Store) recover() error {
+	dirs := []string{s.dir, s.path(InboxDir), s.path(DoneDir), s.path(DeadDir), s.path(OutboxDir)}
+	runs, err := os.ReadDir(s.path(RunsDir))
+	if err != nil {
+		return fmt.Errorf("open decree store: list %s: %w", s.path(RunsDir), err)
+	}
+	for _, r := range runs {
+		if r.IsDir() {
+			dirs = append(dirs, s.path(RunsDir, r.Name()))
+		}
+	}
+	for _, d := range dirs {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			return fmt.Errorf("open decree store: list %s: %w", d, err)
+		}
+		for _, e := range ents {
+			if e.Type().IsRegular() && isTemp(e.Name()) {
+				p := filepath.Join(d, e.Name())
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("open decree store: remove leftover temporary file %s: %w", p, err)
+				}
+				s.log.Info("removed a temporary file left by an interrupted write", "path", p)
+			}
+		}
+	}
+	ents, err := os.ReadDir(s.path(DeadDir))
+	if err != nil {
+		return fmt.Errorf("open decree store: list %s: %w", s.path(DeadDir), err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, NoteSuffix) {
+			continue
+		}
+		msg := strings.TrimSuffix(name, NoteSuffix)
+		if _, err := os.Lstat(s.path(DeadDir, msg)); errors.Is(err, fs.ErrNotExist) {
+			p := s.path(DeadDir, name)
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("open decree store: remove orphaned note %s: %w", p, err)
+			}
+			s.log.Info("removed a dead-letter note whose message is not in dead/", "path", p)
+		}
+	}
+	return fsutil.SyncDir(s.path(DeadDir))
+}
+
+// observeChains feeds every chain id found on disk to the generator.
+func (s *Store) observeChains() {
+	for _, d := range []string{InboxDir, DoneDir, DeadDir, RunsDir} {
+		ents, err := os.ReadDir(s.path(d))
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			name := strings.TrimSuffix(e.Name(), ".md")
+			if i := strings.LastIndexByte(name, '-'); i > 0 {
+				s.chains.Observe(name[:i])
+			}
+		}
+	}
+}
