@@ -1,0 +1,115 @@
+// Package plugin hosts external routine drivers: binaries named
+// decree-driver-NAME that speak decree.v1.DriverService over
+// hashicorp/go-plugin's gRPC transport.
+//
+// The plugin's stdout carries go-plugin's handshake line, so routine output
+// travels only inside the Execute stream; the plugin's stderr is copied to
+// the host's logger. A plugin of a different ProtocolVersion, or a binary
+// that is not a decree driver at all, is refused at launch with an error
+// naming the binary. A plugin that dies during an execution ends that
+// execution with ExitCode -1 and an error naming the driver.
+//
+// Plugins are written with the sdk subpackage, which runs every routine in
+// its own process group and kills the group on Stop, when the host goes
+// away, and when the plugin is told to shut down.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+)
+
+// ProtocolVersion is the driver plugin protocol version; host and plugin
+// must agree on it.
+const ProtocolVersion = 1
+
+// Handshake is the go-plugin handshake every decree driver uses.
+var Handshake = goplugin.HandshakeConfig{
+	ProtocolVersion:  ProtocolVersion,
+	MagicCookieKey:   "DECREE_DRIVER_PLUGIN",
+	MagicCookieValue: "f3b1c7e2-decree-driver",
+}
+
+// PluginName is the key the driver service is dispensed under.
+const PluginName = "driver"
+
+// BinaryPrefix is the file-name prefix of driver binaries.
+const BinaryPrefix = "decree-driver-"
+
+// GRPCPlugin adapts DriverService to go-plugin. Impl is only needed on the
+// plugin side.
+type GRPCPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	Impl decreev1.DriverServiceServer
+}
+
+// GRPCServer implements goplugin.GRPCPlugin.
+func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	decreev1.RegisterDriverServiceServer(s, p.Impl)
+	return nil
+}
+
+// GRPCClient implements goplugin.GRPCPlugin.
+func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return decreev1.NewDriverServiceClient(c), nil
+}
+
+// PluginSet returns the plugin map both sides pass to go-plugin.
+func PluginSet(impl decreev1.DriverServiceServer) goplugin.PluginSet {
+	return goplugin.PluginSet{PluginName: &GRPCPlugin{Impl: impl}}
+}
+
+// SearchDirs returns where Find looks for driver binaries, in order: the
+// directory of the running executable (the worker), then PATH (searched by
+// Find), then <projectRoot>/.decree/drivers when projectRoot is set.
+func SearchDirs(projectRoot string) []string {
+	var dirs []string
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	dirs = append(dirs, "$PATH")
+	if projectRoot != "" {
+		dirs = append(dirs, filepath.Join(projectRoot, ".decree", "drivers"))
+	}
+	return dirs
+}
+
+// Find locates decree-driver-NAME in dirs ("$PATH" stands for a PATH
+// lookup). The name must be a plain name.
+func Find(name string, dirs []string) (string, error) {
+	if err := fsutil.CheckName("driver", name); err != nil {
+		return "", err
+	}
+	bin := BinaryPrefix + name
+	var looked []string
+	for _, d := range dirs {
+		if d == "$PATH" {
+			looked = append(looked, "PATH")
+			if p, err := exec.LookPath(bin); err == nil {
+				return p, nil
+			}
+			continue
+		}
+		p := filepath.Join(d, bin)
+		looked = append(looked, d)
+		st, err := os.Stat(p)
+		if err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("check driver binary %s: %w", p, err)
+		}
+	}
+	return "", fmt.Errorf("driver %q not found: no executable %s in %v; build or install it there", name, bin, looked)
+}
