@@ -1,0 +1,178 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/decreehq/decree/pkg/driver"
+	"github.com/decreehq/decree/pkg/driver/notebook"
+	"github.com/decreehq/decree/pkg/driver/shell"
+	"github.com/decreehq/decree/pkg/fsutil"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+)
+
+// BuiltinDrivers are the drivers linked into the worker: shell and notebook.
+func BuiltinDrivers() driver.Set {
+	return driver.Set{shell.Name: shell.New(), notebook.Name: notebook.New()}
+}
+
+// driverExtensions are the routine suffixes of the drivers decree knows.
+var driverExtensions = map[string][]string{
+	"shell":    {".sh"},
+	"notebook": {".ipynb"},
+	"tree":     {".tree.json", ".tree.csv"},
+}
+
+// DriverInfos describes a driver set for RegisterWorker, sorted by name.
+func DriverInfos(s driver.Set) []*decreev1.DriverInfo {
+	names := make([]string, 0, len(s))
+	for n := range s {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]*decreev1.DriverInfo, 0, len(names))
+	for _, n := range names {
+		out = append(out, &decreev1.DriverInfo{Name: n, Extensions: driverExtensions[n]})
+	}
+	return out
+}
+
+// DefaultDrivers are the drivers the default executor advertises.
+func DefaultDrivers() []*decreev1.DriverInfo { return DriverInfos(BuiltinDrivers()) }
+
+// driverName is the driver a routine asks for (its format's when unnamed).
+func driverName(r *decreev1.RoutineRef) string {
+	if d := r.GetDriver(); d != "" {
+		return d
+	}
+	switch r.GetFormat() {
+	case decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL:
+		return "shell"
+	case decreev1.RoutineFormat_ROUTINE_FORMAT_NOTEBOOK:
+		return "notebook"
+	case decreev1.RoutineFormat_ROUTINE_FORMAT_TREE:
+		return "tree"
+	}
+	return ""
+}
+
+// runRoutine runs a routine or hook with its pkg/driver driver, stopping it
+// (process group, grace period) when ctx ends.
+func runRoutine(ctx context.Context, o ExecOptions, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
+	r := a.GetRoutine()
+	if r == nil {
+		return nil, fmt.Errorf("assignment for %s names no routine; the controller must send one", a.GetMessageId())
+	}
+	name := driverName(r)
+	if name == "" {
+		return nil, fmt.Errorf("routine %s names no driver and no known format; the controller must send one", r.GetName())
+	}
+	d, err := o.Drivers.Get(name)
+	if err != nil {
+		return nil, fmt.Errorf("routine %s: %w", r.GetName(), err)
+	}
+	path, err := routineFile(ws, r)
+	if err != nil {
+		return nil, err
+	}
+	msgDir := ""
+	if a.GetMessageDir() != "" {
+		if msgDir, err = fsutil.ConfinedJoin(ws, a.GetMessageDir()); err != nil {
+			return nil, fmt.Errorf("run directory of %s: %w", a.GetMessageId(), err)
+		}
+	}
+	var env []string
+	for _, k := range sortedKeys(a.GetEnv()) {
+		env = append(env, k+"="+a.GetEnv()[k])
+	}
+	h, err := d.Start(ctx, driver.TaskConfig{
+		Routine:        r.GetName(),
+		Path:           path,
+		Workdir:        ws,
+		Params:         a.GetParams(),
+		Env:            env,
+		MessageDir:     msgDir,
+		Timeout:        timeoutOf(a),
+		KillGrace:      o.Grace,
+		NotebookEngine: a.GetNotebookEngine(),
+		Output:         out,
+		Logger:         o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for range h.Events() { // output goes to out; only the exit event comes here
+		}
+	}()
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = h.Stop(o.Grace)
+		case <-finished:
+		}
+	}()
+	res, err := h.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Status: exitStatus(res)}, nil
+}
+
+// exitStatus maps a driver result to the wire. Error stays empty for a
+// routine that simply exited non-zero (the exit code says it all) and for
+// one stopped on request (the worker adds why).
+func exitStatus(res driver.ExitResult) *decreev1.ExitStatus {
+	st := &decreev1.ExitStatus{
+		ExitCode: int32(res.ExitCode),
+		Signal:   int32(res.Signal),
+		TimedOut: res.TimedOut,
+		Duration: durationpb.New(res.Duration),
+	}
+	switch {
+	case res.TimedOut:
+		st.Error = res.Message
+	case res.Signal != 0 && !res.Stopped:
+		st.Error = res.Message
+	}
+	if res.Err != nil {
+		if st.Error != "" {
+			st.Error += "; "
+		}
+		st.Error += res.Err.Error()
+	}
+	return st
+}
+
+// routineFile finds the routine of an in-place worker at RoutineRef.path
+// (relative to the workspace, or absolute for a shared routine).
+func routineFile(ws string, r *decreev1.RoutineRef) (string, error) {
+	p := r.GetPath()
+	if p == "" {
+		return "", fmt.Errorf("routine %s has no path; the controller must send where it lives", r.GetName())
+	}
+	full := p
+	if !filepath.IsAbs(p) {
+		var err error
+		if full, err = fsutil.ConfinedJoin(ws, p); err != nil {
+			return "", fmt.Errorf("routine %s: %w", r.GetName(), err)
+		}
+	}
+	if _, err := os.Stat(full); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("routine %s: %s does not exist in workspace %s; an in-place worker must run in the controller's project directory", r.GetName(), p, ws)
+		}
+		return "", fmt.Errorf("routine %s: %w", r.GetName(), err)
+	}
+	return full, nil
+}

@@ -1,0 +1,236 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"github.com/decreehq/decree/worker/logship"
+)
+
+// runJobs runs queued assignments one at a time until ctx ends. Uploads and
+// reports of the job in progress use drain, which outlives ctx a little.
+func (w *worker) runJobs(ctx, drain context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-w.queue:
+			w.runJob(ctx, drain, a)
+		}
+	}
+}
+
+// LogStream is the name of the log an assignment writes: "routine",
+// "router", or "hook-<point>" for hooks (hook-beforeeach, hook-aftereach,
+// ...), so the hooks around one attempt keep separate logs.
+func LogStream(a *decreev1.Assignment) string {
+	switch a.GetKind() {
+	case decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK:
+		if point := strings.ToLower(a.GetEnv()["DECREE_HOOK"]); hookPointRe.MatchString(point) {
+			return "hook-" + point
+		}
+		return "hook"
+	case decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER:
+		return "router"
+	default:
+		return "routine"
+	}
+}
+
+var hookPointRe = regexp.MustCompile(`^[a-z]{1,26}$`)
+
+func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
+	token := a.GetLeaseToken()
+	defer w.leases.finish(token)
+	log := w.log.With("message", a.GetMessageId(), "attempt", a.GetAttempt(), "kind", a.GetKind().String())
+
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if err := w.leases.start(token, cancel); err != nil {
+		log.Info("lease stopped before the work started; skipping it", "reason", err)
+		return
+	}
+
+	stream := LogStream(a)
+	buf := logship.NewBuffer(w.opts.LogBufferBytes)
+	// Work outside any message (beforeAll/afterAll hooks, naming a new
+	// message) has no run directory to keep a log in: its output is
+	// dropped rather than uploaded.
+	var out io.Writer = buf
+	if a.GetMessageId() == "" {
+		out = io.Discard
+	}
+	up := &logship.Uploader{
+		Client:     w.client,
+		LeaseToken: token,
+		MessageID:  a.GetMessageId(),
+		Attempt:    a.GetAttempt(),
+		Stream:     stream,
+		Buffer:     buf,
+		Logger:     log,
+		Backoff:    w.opts.Backoff,
+	}
+	upDone := make(chan error, 1)
+	go func() {
+		if a.GetMessageId() == "" {
+			upDone <- nil
+			return
+		}
+		err := up.Run(drain)
+		if err != nil {
+			buf.Abort(err)
+			if logship.Permanent(err) {
+				cancel(fmt.Errorf("the controller refused the log (lease lost?): %w", err))
+			}
+		}
+		upDone <- err
+	}()
+
+	go w.fence(jobCtx, token, cancel)
+	log.Info("assignment started")
+	start := time.Now()
+	res, err := w.execute(jobCtx, a, out)
+	_ = buf.Close()
+	if err != nil {
+		res = &Result{Status: &decreev1.ExitStatus{ExitCode: -1, Error: err.Error()}}
+	}
+	if res == nil || res.Status == nil {
+		res = &Result{Status: &decreev1.ExitStatus{ExitCode: -1, Error: "executor returned no status"}}
+	}
+	st := res.Status
+	if st.Duration == nil {
+		st.Duration = durationpb.New(time.Since(start))
+	}
+	if cause := context.Cause(jobCtx); cause != nil && jobCtx.Err() != nil && st.Error == "" && !st.TimedOut {
+		st.Error = "stopped: " + cause.Error()
+	}
+
+	if uerr := <-upDone; uerr != nil {
+		log.Error("log upload did not finish; the controller's log is incomplete", "stream", stream, "written", buf.Size(), "acked", buf.Acked(), "err", uerr)
+	}
+	req := &decreev1.CompleteAssignmentRequest{
+		LeaseToken: token,
+		Status:     st,
+		Output:     res.Output,
+		LogSizes:   map[string]uint64{stream: buf.Size()},
+	}
+	if a.GetMessageId() == "" {
+		req.LogSizes = nil
+	}
+	w.complete(drain, log, req)
+}
+
+// execute places the run files and runs the assignment.
+func (w *worker) execute(ctx context.Context, a *decreev1.Assignment, buf io.Writer) (*Result, error) {
+	switch a.GetKind() {
+	case decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK,
+		decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER:
+	default:
+		return nil, fmt.Errorf("assignment for %s has kind %v, which this worker does not know; upgrade the worker", a.GetMessageId(), a.GetKind())
+	}
+	if err := writeRunFiles(w.workspace, a); err != nil {
+		return nil, err
+	}
+	return w.opts.Executor.Execute(ctx, a, w.workspace, buf)
+}
+
+// writeRunFiles writes Assignment.run_files into <workspace>/<message_dir>/,
+// confined to the workspace.
+func writeRunFiles(ws string, a *decreev1.Assignment) error {
+	if len(a.GetRunFiles()) == 0 {
+		return nil
+	}
+	dir := a.GetMessageDir()
+	if dir == "" {
+		return fmt.Errorf("assignment for %s carries run files but no message_dir; the controller must name the run directory", a.GetMessageId())
+	}
+	if err := mkdirConfined(ws, dir); err != nil {
+		return fmt.Errorf("create run directory of %s: %w", a.GetMessageId(), err)
+	}
+	for _, f := range a.GetRunFiles() {
+		if err := fsutil.CheckName("run file", f.GetName()); err != nil {
+			return fmt.Errorf("place run files of %s: %w", a.GetMessageId(), err)
+		}
+		full, err := fsutil.ConfinedJoin(ws, path.Join(dir, f.GetName()))
+		if err != nil {
+			return fmt.Errorf("place run file %s of %s: %w", f.GetName(), a.GetMessageId(), err)
+		}
+		if err := fsutil.WriteFileAtomic(full, f.GetContent(), 0o644); err != nil {
+			return fmt.Errorf("place run file of %s: %w", a.GetMessageId(), err)
+		}
+	}
+	return nil
+}
+
+// complete reports the result, retrying across reconnections until the
+// controller answers or drain ends.
+func (w *worker) complete(drain context.Context, log *slog.Logger, req *decreev1.CompleteAssignmentRequest) {
+	for failures := 0; ; failures++ {
+		cctx, cancel := context.WithTimeout(drain, defaultCallTimeout)
+		resp, err := w.client.CompleteAssignment(cctx, req)
+		cancel()
+		if err == nil {
+			if resp.GetAccepted() {
+				log.Info("assignment reported", "exit_code", req.GetStatus().GetExitCode(), "note", resp.GetNote())
+			} else {
+				log.Warn("controller did not accept the result", "note", resp.GetNote())
+			}
+			return
+		}
+		if logship.Permanent(err) {
+			log.Error("controller refused the result", "err", err)
+			return
+		}
+		log.Warn("reporting the result failed; retrying", "err", err)
+		if serr := w.opts.Backoff.Sleep(drain, failures); serr != nil {
+			log.Error("gave up reporting the result", "err", errors.Join(err, serr))
+			return
+		}
+	}
+}
+
+func mkdirConfined(ws, rel string) error {
+	full, err := fsutil.ConfinedJoin(ws, rel)
+	if err != nil {
+		return err
+	}
+	return os.MkdirAll(full, 0o755)
+}
+
+// fence stops the work when no heartbeat has renewed its lease for the
+// lease TTL: the controller then counts the attempt as lost and may run it
+// elsewhere, so this worker must not keep changing the tree.
+func (w *worker) fence(ctx context.Context, token string, cancel context.CancelCauseFunc) {
+	for {
+		ttl := time.Duration(w.leaseTTL.Load())
+		check := time.Second
+		if ttl > 0 {
+			check = max(ttl/4, 10*time.Millisecond)
+		}
+		t := time.NewTimer(check)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if ttl > 0 {
+			if since := w.leases.sinceRenewed(token); since > ttl {
+				cancel(fmt.Errorf("the lease expired: no heartbeat reached the controller for %s (lease TTL %s)", since.Round(time.Millisecond), ttl))
+				return
+			}
+		}
+	}
+}
