@@ -4,6 +4,12 @@
 package rpc
 
 import (
+	"io/fs"
+
+	"github.com/decreehq/decree/controller/pipeline"
+	"github.com/decreehq/decree/pkg/routine"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
 	"context"
 	"errors"
 	"io"
@@ -29,6 +35,19 @@ func Status(err error) error {
 	}
 	var gap *logbook.GapError
 	var slow *events.SlowWatcherError
+	var conflict *pipeline.ConflictError
+	if errors.As(err, &conflict) {
+		st := status.New(codes.FailedPrecondition, err.Error())
+		pf := &errdetails.PreconditionFailure{}
+		for _, p := range conflict.Paths {
+			pf.Violations = append(pf.Violations, &errdetails.PreconditionFailure_Violation{
+				Type: "CHANGED_SINCE", Subject: p, Description: "changed since the message completed"})
+		}
+		if d, derr := st.WithDetails(pf); derr == nil {
+			return d.Err()
+		}
+		return st.Err()
+	}
 	code := codes.Internal
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -39,8 +58,12 @@ func Status(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, lease.ErrLeaseEnded):
 		code = codes.FailedPrecondition
-	case errors.Is(err, lease.ErrInvalid), errors.Is(err, fsutil.ErrUnsafePath):
+	case errors.Is(err, lease.ErrInvalid), errors.Is(err, fsutil.ErrUnsafePath), errors.Is(err, pipeline.ErrInvalid):
 		code = codes.InvalidArgument
+	case errors.Is(err, pipeline.ErrNotFound), errors.Is(err, routine.ErrRoutineNotFound), errors.Is(err, fs.ErrNotExist):
+		code = codes.NotFound
+	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy):
+		code = codes.FailedPrecondition
 	case errors.As(err, &gap):
 		code = codes.OutOfRange
 	case errors.As(err, &slow):

@@ -158,15 +158,37 @@ func (c *Config) AttemptsFor(routine string) int {
 
 // Location returns the time zone for cron schedules without a CRON_TZ=
 // prefix: time_zone when set, else the local zone.
+//
+// Without time_zone it is the machine's zone, under its IANA name when one
+// can be found ($TZ, else the /etc/localtime link), so that records name a
+// real zone rather than "Local".
 func (c *Config) Location() (*time.Location, error) {
 	if c.TimeZone == "" || c.TimeZone == "Local" {
-		return time.Local, nil
+		return localZone(), nil
 	}
 	loc, err := time.LoadLocation(c.TimeZone)
 	if err != nil {
 		return nil, fmt.Errorf("time_zone %q: %w; use an IANA zone name such as UTC or Europe/Berlin", c.TimeZone, err)
 	}
 	return loc, nil
+}
+
+// localZone returns the machine's zone under its IANA name if possible.
+func localZone() *time.Location {
+	name := strings.TrimPrefix(os.Getenv("TZ"), ":")
+	if name == "" {
+		if target, err := os.Readlink("/etc/localtime"); err == nil {
+			if _, after, ok := strings.Cut(target, "zoneinfo/"); ok {
+				name = after
+			}
+		}
+	}
+	if name != "" {
+		if loc, err := time.LoadLocation(name); err == nil {
+			return loc
+		}
+	}
+	return time.Local
 }
 
 // routineStem strips a routine file extension.

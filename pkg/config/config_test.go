@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestDefault(t *testing.T) {
@@ -298,8 +297,8 @@ func TestLocation(t *testing.T) {
 		tz   string
 		want string
 	}{
-		{"", time.Local.String()},
-		{"Local", time.Local.String()},
+		{"", localZone().String()},
+		{"Local", localZone().String()},
 		{"UTC", "UTC"},
 		{"America/New_York", "America/New_York"},
 	}
@@ -341,5 +340,16 @@ func TestEmptyHooksMeanNone(t *testing.T) {
 		if c.Hooks != (Hooks{}) {
 			t.Fatalf("%q: hooks = %+v, want none", src, c.Hooks)
 		}
+	}
+}
+
+func TestLocationNamesTheMachineZone(t *testing.T) {
+	t.Setenv("TZ", "America/New_York")
+	loc, err := Default().Location()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc.String() != "America/New_York" {
+		t.Fatalf("zone = %q, want the IANA name from $TZ", loc.String())
 	}
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/decreehq/decree/controller"
+	"github.com/decreehq/decree/worker"
+)
+
+// startEmbedded starts a controller serving root on .decree/decree.sock and
+// a local worker on the same tree, both in this process; the worker talks
+// to the controller through the socket like any other worker. stop ends
+// the controller first (an attempt under way is stopped and counts as
+// interrupted, to be retried by the next command), then the worker.
+func startEmbedded(ctx context.Context, root string, log *slog.Logger) (string, func(), error) {
+	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller")})
+	if err != nil {
+		return "", nil, err
+	}
+	lis, err := controller.ListenUnix(root)
+	if err != nil {
+		c.Close()
+		return "", nil, err
+	}
+	target := "unix://" + filepath.Join(root, ".decree", controller.SocketName)
+	cctx, cancelController := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- c.Serve(cctx, lis) }()
+	wctx, cancelWorker := context.WithCancel(context.Background())
+	worked := make(chan error, 1)
+	// The local worker reports only errors unless --verbose: its
+	// reconnect notices during shutdown are expected and not news.
+	wlog := log.With("part", "worker")
+	if !log.Enabled(ctx, slog.LevelDebug) {
+		wlog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	go func() {
+		worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog})
+	}()
+	stop := func() {
+		cancelController()
+		if err := <-served; err != nil {
+			log.Error("embedded controller", "err", err)
+		}
+		cancelWorker()
+		if err := <-worked; err != nil {
+			log.Debug("embedded worker", "err", err)
+		}
+		c.Close()
+	}
+	select {
+	case err := <-worked:
+		cancelController()
+		<-served
+		c.Close()
+		return "", nil, fmt.Errorf("start the local worker: %w", err)
+	default:
+	}
+	return target, stop, nil
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"github.com/spf13/cobra"
+)
+
+// withSession wraps a command body that needs a controller.
+func withSession(g *globals, fn func(cmd *cobra.Command, s *session, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		s, err := g.connect(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		return fn(cmd, s, args)
+	}
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Summarise the project: inbox, running message, migrations, workers",
+		Args:  cobra.NoArgs,
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
+			st, err := s.client.GetStatus(cmd.Context(), &decreev1.GetStatusRequest{})
+			if err != nil {
+				return describe(err)
+			}
+			if g.output == "json" {
+				return printJSON(st)
+			}
+			running := "-"
+			if r := st.GetRunning(); r != nil {
+				running = fmt.Sprintf("%s (%s, attempt %d)", r.GetId(), r.GetRoutine(), r.GetAttempts())
+			}
+			fmt.Printf("project     %s\n", st.GetProjectDir())
+			fmt.Printf("running     %s\n", running)
+			fmt.Printf("inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
+			fmt.Printf("migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
+			fmt.Printf("workers     %d connected\n", st.GetWorkersConnected())
+			return nil
+		}),
+	}
+}
+
+func newRunsCmd(g *globals) *cobra.Command {
+	var chain string
+	var limit int32
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
+			resp, err := s.client.ListRuns(cmd.Context(), &decreev1.ListRunsRequest{Chain: chain, Limit: limit})
+			if err != nil {
+				return describe(err)
+			}
+			if g.output == "json" {
+				return printJSON(resp)
+			}
+			w := table("ID", "ROUTINE", "OUTCOME", "ATTEMPTS", "EXIT", "STARTED", "DURATION", "MIGRATION")
+			for _, r := range resp.GetRuns() {
+				outcome := strings.ToLower(strings.TrimPrefix(r.GetOutcome().String(), "RUN_OUTCOME_"))
+				row(w, r.GetMessageId(), r.GetRoutine(), outcome, fmt.Sprintf("%d/%d", r.GetAttempts(), r.GetMaxAttempts()),
+					r.GetExitCode(), when(r.GetStartTime()), r.GetDuration().AsDuration().Round(1e6), orDash(r.GetMigration()))
+			}
+			return w.Flush()
+		}),
+	}
+	cmd.Flags().StringVar(&chain, "chain", "", "only runs of this chain")
+	cmd.Flags().Int32Var(&limit, "limit", 0, "at most this many runs")
+	return cmd
+}
+
+func newLogsCmd(g *globals) *cobra.Command {
+	var followFlag bool
+	var attempt int32
+	var streamName string
+	cmd := &cobra.Command{
+		Use:   "logs [-f] ID",
+		Short: "Print a run's routine log (the latest attempt unless --attempt)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, args []string) error {
+			st, err := s.client.WatchLogs(cmd.Context(), &decreev1.WatchLogsRequest{
+				MessageId: args[0], Attempt: attempt, Stream: streamName, Follow: followFlag,
+			})
+			if err != nil {
+				return describe(err)
+			}
+			for {
+				resp, err := st.Recv()
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return describe(err)
+				}
+				os.Stdout.Write(resp.GetChunk().GetData())
+			}
+		}),
+	}
+	cmd.Flags().BoolVarP(&followFlag, "follow", "f", false, "keep printing until the attempt ends")
+	cmd.Flags().Int32Var(&attempt, "attempt", 0, "attempt number (default: the latest)")
+	cmd.Flags().StringVar(&streamName, "stream", "", "log stream: routine (default), papermill, hook, router")
+	return cmd
+}
+
+// artifactCmd prints one run-directory file.
+func printArtifact(cmd *cobra.Command, s *session, id, name string) error {
+	st, err := s.client.GetArtifact(cmd.Context(), &decreev1.GetArtifactRequest{MessageId: id, Name: name})
+	if err != nil {
+		return describe(err)
+	}
+	for {
+		resp, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return describe(err)
+		}
+		os.Stdout.Write(resp.GetData())
+	}
+}
+
+func newDiffCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff ID",
+		Short: "Print a run's changes.diff (what the message changed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, args []string) error {
+			return printArtifact(cmd, s, args[0], "changes.diff")
+		}),
+	}
+}
+
+func newRevertCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "revert ID",
+		Short: "Undo a completed message's changes (refuses if those files changed since)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, args []string) error {
+			resp, err := s.client.RevertMessage(cmd.Context(), &decreev1.RevertMessageRequest{Id: args[0]})
+			if err != nil {
+				return describe(err)
+			}
+			if g.output == "json" {
+				return printJSON(resp)
+			}
+			fmt.Fprintf(os.Stderr, "decree: reverted %s (%d path(s))\n", args[0], len(resp.GetPaths()))
+			for _, p := range resp.GetPaths() {
+				fmt.Println(p)
+			}
+			return nil
+		}),
+	}
+}
+
+func newRequeueCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "requeue ID",
+		Short: "Move a dead-lettered message back into the inbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, args []string) error {
+			resp, err := s.client.RequeueMessage(cmd.Context(), &decreev1.RequeueMessageRequest{Id: args[0]})
+			if err != nil {
+				return describe(err)
+			}
+			if g.output == "json" {
+				return printJSON(resp)
+			}
+			fmt.Fprintf(os.Stderr, "decree: requeued %s; it runs with the next `decreectl run` or `process`, or now if a controller is serving\n", resp.GetMessage().GetId())
+			return nil
+		}),
+	}
+}
+
+func newRoutinesCmd(g *globals) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "routines",
+		Short: "List routines with their descriptions and parameters",
+		Args:  cobra.NoArgs,
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
+			resp, err := s.client.ListRoutines(cmd.Context(), &decreev1.ListRoutinesRequest{All: all})
+			if err != nil {
+				return describe(err)
+			}
+			if g.output == "json" {
+				return printJSON(resp)
+			}
+			w := table("NAME", "FORMAT", "ENABLED", "PARAMETERS", "DESCRIPTION")
+			for _, r := range resp.GetRoutines() {
+				var params []string
+				for _, p := range r.GetParameters() {
+					if !p.GetStandard() {
+						params = append(params, p.GetName()+"="+p.GetDefaultValue())
+					}
+				}
+				desc, _, _ := strings.Cut(r.GetDescription(), "\n")
+				format := strings.ToLower(strings.TrimPrefix(r.GetFormat().String(), "ROUTINE_FORMAT_"))
+				if r.GetShared() {
+					format += " (shared)"
+				}
+				row(w, r.GetName(), format, r.GetEnabled(), orDash(strings.Join(params, " ")), desc)
+			}
+			return w.Flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "include disabled and deprecated routines")
+	return cmd
+}
+
+func newWorkersCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "workers",
+		Short: "List workers, their drivers, labels, current work and last heartbeat",
+		Args:  cobra.NoArgs,
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
+			resp, err := s.client.ListWorkers(cmd.Context(), &decreev1.ListWorkersRequest{})
+			if err != nil {
+				return describe(err)
+			}
+			if g.output == "json" {
+				return printJSON(resp)
+			}
+			w := table("ID", "CONNECTED", "DRIVERS", "LABELS", "WORKING ON", "LAST HEARTBEAT", "WORKSPACE")
+			for _, wk := range resp.GetWorkers() {
+				var labels []string
+				for k, v := range wk.GetLabels() {
+					labels = append(labels, k+"="+v)
+				}
+				sort.Strings(labels)
+				row(w, wk.GetId(), wk.GetConnected(), strings.Join(wk.GetDrivers(), ","), orDash(strings.Join(labels, ",")),
+					orDash(wk.GetCurrentMessageId()), when(wk.GetLastHeartbeat()), wk.GetHostname()+":"+wk.GetWorkspace())
+			}
+			return w.Flush()
+		}),
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// printJSON writes a response as indented protojson.
+func printJSON(m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: false}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(os.Stdout, string(b))
+	return err
+}
+
+// table starts an aligned table on stdout.
+func table(header ...string) *tabwriter.Writer {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	return w
+}
+
+func row(w *tabwriter.Writer, cols ...any) {
+	s := make([]string, len(cols))
+	for i, c := range cols {
+		s[i] = fmt.Sprint(c)
+	}
+	fmt.Fprintln(w, strings.Join(s, "\t"))
+}
+
+func when(ts *timestamppb.Timestamp) string {
+	if ts == nil || !ts.IsValid() || ts.AsTime().IsZero() {
+		return "-"
+	}
+	return ts.AsTime().Local().Format(time.DateTime)
+}
+
+// describe turns a gRPC error into a message for people, listing the
+// violations a FAILED_PRECONDITION carries (e.g. paths that block a revert).
+func describe(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(st.Message())
+	for _, d := range st.Details() {
+		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
+			for _, v := range pf.GetViolations() {
+				fmt.Fprintf(&b, "\n  %s: %s", v.GetSubject(), v.GetDescription())
+			}
+		}
+	}
+	return errors.New(b.String())
+}

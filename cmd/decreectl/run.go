@@ -1,0 +1,156 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+var keyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// derivedKeys are filled by normalisation and cannot be set with -v.
+var derivedKeys = map[string]bool{"id": true, "chain": true, "seq": true, "message_file": true, "message_id": true, "message_dir": true}
+
+type runFlags struct {
+	name   string
+	prompt string
+	vars   []string
+	quiet  bool
+}
+
+func newRunCmd(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [-m NAME] [-p PROMPT] [-v KEY=VALUE ...]",
+		Short: "Create one message and process it, with its follow-ups, now",
+		Long: `run creates a root message in the inbox and processes it and every
+follow-up it spawns (depth-first), streaming the routine output live.
+
+The body comes from -p, else from standard input when it is not a terminal.
+-v sets any frontmatter field (routine, input_file, custom parameters); an
+input_file ending in .spec.md makes a spec message. Without -m the router
+derives a name from the body, else the spec file name, else run-<chain>.
+Exit status: 0 when every message of the chain succeeded, 1 when one was
+dead-lettered, 2 for bad arguments.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRun(cmd, g, f) },
+	}
+	cmd.Flags().StringVarP(&f.name, "name", "m", "", "message name (kebab-cased, at most 50 characters)")
+	cmd.Flags().StringVarP(&f.prompt, "prompt", "p", "", "message body")
+	cmd.Flags().StringArrayVarP(&f.vars, "var", "v", nil, "frontmatter field KEY=VALUE (repeatable)")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "do not stream routine output")
+	return cmd
+}
+
+// parseVars turns -v pairs into ordered fields, rejecting bad keys.
+func parseVars(vars []string) ([]*decreev1.Field, error) {
+	var out []*decreev1.Field
+	seen := map[string]bool{}
+	for _, kv := range vars {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("-v %q: write KEY=VALUE", kv)
+		}
+		if !keyPattern.MatchString(k) {
+			return nil, fmt.Errorf("-v %q: key %q must be letters, digits and '_' and not start with a digit", kv, k)
+		}
+		if derivedKeys[k] {
+			return nil, fmt.Errorf("-v %q: %s is derived by decree and cannot be set", kv, k)
+		}
+		if seen[k] {
+			return nil, fmt.Errorf("-v %q: %s given twice", kv, k)
+		}
+		seen[k] = true
+		out = append(out, &decreev1.Field{Key: k, Value: v})
+	}
+	return out, nil
+}
+
+func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
+	ctx := cmd.Context()
+	fields, err := parseVars(f.vars)
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	if f.name != "" {
+		if err := fsutil.CheckName("message", f.name); err != nil {
+			return &exitError{code: 2, msg: fmt.Sprintf("-m %q: %v", f.name, err)}
+		}
+	}
+	body := []byte(f.prompt)
+	stdinTTY := term.IsTerminal(int(os.Stdin.Fd()))
+	if f.prompt == "" && !stdinTTY {
+		body, err = io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return fmt.Errorf("read the message body from standard input: %w", err)
+		}
+	}
+	if f.prompt == "" && len(f.vars) == 0 && f.name == "" && stdinTTY {
+		return &exitError{code: 2, msg: "interactive mode is not available in this build; give -p PROMPT, -v KEY=VALUE or pipe the body on standard input"}
+	}
+	if g.controller == "" {
+		if err := checkInputFile(g, fields); err != nil {
+			return &exitError{code: 2, msg: err.Error()}
+		}
+	}
+	s, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	resp, err := s.client.SubmitMessage(ctx, &decreev1.SubmitMessageRequest{Name: f.name, Body: body, Fields: fields})
+	if err != nil {
+		return describe(err)
+	}
+	m := resp.GetMessage()
+	fmt.Fprintf(os.Stderr, "decree: queued %s as %s\n", m.GetName(), m.GetId())
+	res, err := follow(ctx, s.client, followSpec{
+		from: resp.GetEventSequence(), chain: m.GetChain(), logs: !f.quiet,
+		done: func(ev *decreev1.Event) bool {
+			return ev.GetKind() == decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED && ev.GetChain() == m.GetChain()
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if res.dead > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("%d message(s) of chain %s were dead-lettered; see `decreectl runs` and .decree/inbox/dead/", res.dead, m.GetChain())}
+	}
+	return nil
+}
+
+// checkInputFile rejects an input_file that is missing or outside the
+// project before anything is queued (the controller checks again).
+func checkInputFile(g *globals, fields []*decreev1.Field) error {
+	for _, fl := range fields {
+		if fl.GetKey() != "input_file" {
+			continue
+		}
+		root, err := g.projectRoot()
+		if err != nil {
+			return err
+		}
+		p := fl.GetValue()
+		if !filepath.IsAbs(p) {
+			wd, _ := os.Getwd()
+			p = filepath.Join(wd, p)
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("-v input_file=%s: the file must be inside the project %s", fl.GetValue(), root)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("-v input_file=%s: %v", fl.GetValue(), err)
+		}
+		fl.Value = filepath.ToSlash(rel)
+	}
+	return nil
+}

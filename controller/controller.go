@@ -1,0 +1,287 @@
+// Package controller assembles a decree controller for one project: the
+// .decree/ store, the scheduler, the event log, attempt logs, leases for
+// workers, checkpoints, and the processing loop, served over gRPC
+// (ControllerService for clients, WorkerService for workers, plus the
+// standard health and reflection services).
+//
+// A project has at most one controller at a time: New takes an exclusive
+// lock on .decree/controller.lock, and a second controller fails with a
+// message saying which socket to use instead.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/logbook"
+	"github.com/decreehq/decree/controller/pipeline"
+	"github.com/decreehq/decree/controller/rpc"
+	"github.com/decreehq/decree/controller/sched"
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/config"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// SocketName is the controller's unix socket inside .decree/.
+const SocketName = "decree.sock"
+
+// Options configure a controller.
+type Options struct {
+	// Root is the project directory (the one holding .decree/).
+	Root string
+	// Logger receives the controller's log; nil discards it.
+	Logger *slog.Logger
+	// LeaseTTL is how long a worker's lease lives without renewal
+	// (default 10s).
+	LeaseTTL time.Duration
+	// Poll is how often an idle loop looks for files dropped into the
+	// inbox by hand (default 1s).
+	Poll time.Duration
+	// ServerOptions are added to the gRPC server (credentials, limits).
+	ServerOptions []grpc.ServerOption
+}
+
+// Controller serves one project.
+type Controller struct {
+	opts   Options
+	log    *slog.Logger
+	lock   *os.File
+	store  *store.Store
+	events *events.Log
+	leases *lease.Manager
+	pipe   *pipeline.Pipeline
+	server *grpc.Server
+	health *health.Server
+
+	cfgMu   sync.Mutex
+	cfg     *config.Config
+	cfgMod  time.Time
+	cfgSize int64
+}
+
+// New opens the project and prepares the controller; Serve starts it.
+func New(opts Options) (*Controller, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	opts.Root = root
+	dot := filepath.Join(root, store.DecreeDir)
+	if fi, err := os.Stat(dot); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a decree project (no .decree/ directory): run `decreectl init` there first", root)
+	}
+	lock, err := lockProject(dot)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{opts: opts, log: log, lock: lock}
+	if err := c.open(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Controller) open() error {
+	root := c.opts.Root
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	loc, err := cfg.Location()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(root, store.Options{Logger: c.log, Location: loc})
+	if err != nil {
+		return err
+	}
+	c.store = st
+	ev, err := events.Open(filepath.Join(st.Dir(), events.FileName), events.Options{Logger: c.log})
+	if err != nil {
+		return err
+	}
+	c.events = ev
+	book := logbook.New(func(k logbook.Key) (string, error) {
+		p, err := st.LogPath(k.MessageID, k.Attempt, k.Stream)
+		if err != nil {
+			return "", err
+		}
+		return p, os.MkdirAll(filepath.Dir(p), 0o755)
+	})
+	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, Logs: book, Logger: c.log})
+	if err != nil {
+		return err
+	}
+	c.leases = leases
+	cp, err := checkpoint.New(checkpoint.Options{
+		ObjectsDir: filepath.Join(st.Dir(), "objects"),
+		CachePath:  filepath.Join(st.Dir(), "cache", "statcache"),
+		Logger:     c.log,
+	})
+	if err != nil {
+		return err
+	}
+	sch := sched.New(st, sched.Options{MaxDepth: cfg.MaxDepth, Logger: c.log})
+	c.pipe = pipeline.New(pipeline.Deps{
+		Store: st, Sched: sch, Events: ev, Leases: leases, Checkpoints: cp, Logs: book,
+		Config: c.config, Logger: c.log, Poll: c.opts.Poll,
+	})
+	c.server = grpc.NewServer(append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
+	}, c.opts.ServerOptions...)...)
+	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
+		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Config: c.config, Version: Version,
+	}))
+	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases))
+	c.health = health.NewServer()
+	healthpb.RegisterHealthServer(c.server, c.health)
+	reflection.Register(c.server)
+	return nil
+}
+
+// Version is the controller's version string.
+var Version = "dev"
+
+// config loads .decree/config.yml, re-reading it only when it changed, and
+// logs its warnings once per change.
+func (c *Controller) config() (*config.Config, error) {
+	path := filepath.Join(c.opts.Root, store.DecreeDir, "config.yml")
+	fi, statErr := os.Stat(path)
+	c.cfgMu.Lock()
+	defer c.cfgMu.Unlock()
+	if c.cfg != nil && statErr == nil && fi.ModTime().Equal(c.cfgMod) && fi.Size() == c.cfgSize {
+		return c.cfg, nil
+	}
+	if c.cfg != nil && errors.Is(statErr, os.ErrNotExist) && c.cfgMod.IsZero() {
+		return c.cfg, nil
+	}
+	cfg, warns, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warns {
+		c.log.Warn(w.String())
+	}
+	c.cfg = cfg
+	if statErr == nil {
+		c.cfgMod, c.cfgSize = fi.ModTime(), fi.Size()
+	}
+	return cfg, nil
+}
+
+// ListenUnix listens on .decree/decree.sock with mode 0600, replacing a
+// stale socket left by a controller that died.
+func ListenUnix(root string) (net.Listener, error) {
+	sock := filepath.Join(root, store.DecreeDir, SocketName)
+	if _, err := os.Lstat(sock); err == nil {
+		if c, err := net.DialTimeout("unix", sock, 300*time.Millisecond); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("a controller already serves %s; use it (decreectl finds it by itself) or stop it first", sock)
+		}
+		if err := os.Remove(sock); err != nil {
+			return nil, fmt.Errorf("remove stale socket %s: %w", sock, err)
+		}
+	}
+	old := syscall.Umask(0o177)
+	lis, err := net.Listen("unix", sock)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("restrict %s to its owner: %w", sock, err)
+	}
+	return lis, nil
+}
+
+// Serve runs the processing loop and serves gRPC on every listener until
+// ctx ends, then stops gracefully.
+func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error {
+	if len(listeners) == 0 {
+		return errors.New("serve: no listener")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(listeners))
+	for _, lis := range listeners {
+		go func() {
+			if err := c.server.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("serve %s: %w", lis.Addr(), err)
+				cancel()
+			}
+		}()
+	}
+	c.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		if err := c.pipe.Run(ctx); err != nil {
+			c.log.Error("processing loop", "err", err)
+		}
+	}()
+	<-ctx.Done()
+	c.health.Shutdown()
+	<-loopDone
+	c.leases.Close()
+	stopped := make(chan struct{})
+	go func() { c.server.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		c.server.Stop()
+	}
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// Close releases the project.
+func (c *Controller) Close() error {
+	if c.events != nil {
+		c.events.Close()
+	}
+	if c.lock != nil {
+		c.lock.Close()
+	}
+	return nil
+}
+
+// Store exposes the project store (for tests and embedding).
+func (c *Controller) Store() *store.Store { return c.store }
+
+// lockProject takes the project's exclusive controller lock.
+func lockProject(dot string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dot, "controller.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open controller lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another controller is already running for %s (it holds .decree/controller.lock); talk to it through .decree/%s", filepath.Dir(dot), SocketName)
+	}
+	return f, nil
+}

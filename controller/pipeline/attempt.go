@@ -1,0 +1,316 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/message"
+	"github.com/decreehq/decree/pkg/routine"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// attemptResult is how one attempt went.
+type attemptResult struct {
+	ok            bool
+	blockedByHook bool
+}
+
+// attempt runs attempt n of a message: beforeEach, the routine, afterEach,
+// the diff, and follow-up collection (on success) or discarding (on failure).
+func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entry, rt routine.Routine, run *store.Run, n, max int, manifest *checkpoint.Manifest) (attemptResult, error) {
+	var res attemptResult
+	st := p.d.Store
+	before, err := st.SnapshotInbox()
+	if err != nil {
+		return res, err
+	}
+	a, err := run.BeginAttempt()
+	if err != nil {
+		return res, err
+	}
+	p.mu.Lock()
+	if p.running != nil {
+		p.running.attempt = a.N
+	}
+	p.mu.Unlock()
+	p.d.Logs.Begin(e.ID, a.N)
+	defer p.d.Logs.End(e.ID, a.N)
+	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_STARTED, MessageId: e.ID, Chain: e.Chain, Attempt: int32(a.N), Routine: rt.Name})
+
+	exitCode, errText := -1, ""
+	if hookErr := p.runMessageHook(ctx, cfg, e, run, "beforeEach", a.N, 0, false); hookErr != "" {
+		errText = "beforeEach hook failed: " + hookErr
+		res.blockedByHook = true
+	} else {
+		status, workerID, derr := p.dispatchRoutine(ctx, cfg, e, rt, run, a.N, max)
+		if workerID != "" {
+			_ = run.SetAttemptWorker(a.N, workerID)
+		}
+		if derr != nil {
+			if ctx.Err() != nil {
+				return res, derr
+			}
+			errText = derr.Error()
+		} else {
+			exitCode = int(status.GetExitCode())
+			errText = status.GetError()
+			if exitCode != 0 && errText == "" {
+				errText = fmt.Sprintf("exit code %d", exitCode)
+			}
+		}
+		if hookErr := p.runMessageHook(ctx, cfg, e, run, "afterEach", a.N, exitCode, a.N == max); hookErr != "" {
+			p.warn(ctx, e.ID, "afterEach hook failed: "+hookErr)
+		}
+	}
+	if exitCode == 0 && errText == "" {
+		res.ok = true
+	}
+	if err := p.writeDiff(ctx, run, manifest, a.N); err != nil {
+		p.warn(ctx, e.ID, err.Error())
+	}
+	if res.ok {
+		col, err := st.CollectFollowUps(e.Chain, e.Seq, before)
+		if err != nil {
+			p.warn(ctx, e.ID, fmt.Sprintf("collect follow-ups: %v", err))
+		}
+		for _, f := range col.FollowUps {
+			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
+		}
+		for _, r := range col.Rejected {
+			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: e.ID, Chain: e.Chain,
+				Text: fmt.Sprintf("follow-up %s rejected: %s", r.Source, firstLine(r.Note.Detail))})
+		}
+	} else {
+		p.discardFollowUps(run, before, a.N)
+	}
+	if err := run.FinishAttempt(a.N, exitCode, errText); err != nil {
+		return res, err
+	}
+	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
+		Attempt: int32(a.N), ExitCode: int32(exitCode), Text: errText})
+	return res, nil
+}
+
+// params builds the standard and declared custom parameters of a message.
+func (p *Pipeline) params(e store.Entry, rt routine.Routine) (map[string]string, error) {
+	dir := path.Join(store.DecreeDir, store.RunsDir, e.ID)
+	params := map[string]string{
+		"spec_file":    e.Message.InputFile(),
+		"message_file": path.Join(dir, store.MessageFile),
+		"message_id":   e.ID,
+		"message_dir":  dir,
+		"chain":        e.Chain,
+		"seq":          strconv.Itoa(e.Seq),
+	}
+	custom, err := rt.CustomParams()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range custom {
+		if v, ok := e.Message.Get(c.Name); ok {
+			params[c.Name] = message.ParamValue(v)
+		}
+	}
+	return params, nil
+}
+
+// dispatchRoutine hands the routine to a worker and waits for the result.
+func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e store.Entry, rt routine.Routine, run *store.Run, n, max int) (*decreev1.ExitStatus, string, error) {
+	params, err := p.params(e, rt)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the parameters of routine %s: %w", rt.Name, err)
+	}
+	ref, err := p.routineRef(rt)
+	if err != nil {
+		return nil, "", err
+	}
+	settings := cfg.RoutineSettingsFor(rt.Name, rt.Shared)
+	a := &decreev1.Assignment{
+		Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, Attempt: int32(n), MaxAttempts: int32(max),
+		MessageId: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
+		MessageDir: path.Join(store.DecreeDir, store.RunsDir, e.ID), NotebookEngine: cfg.NotebookEngine,
+		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
+	}
+	if settings.TimeoutS > 0 {
+		a.Timeout = durationpb.New(time.Duration(settings.TimeoutS) * time.Second)
+	}
+	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), Labels: settings.Requires, InPlace: true})
+	if err != nil {
+		return res.Status, res.WorkerID, fmt.Errorf("run routine %s: %w", rt.Name, err)
+	}
+	if res.Lost {
+		return nil, res.WorkerID, fmt.Errorf("worker lost: %s stopped renewing its lease", orUnknown(res.WorkerID))
+	}
+	return res.Status, res.WorkerID, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "the worker"
+	}
+	return "worker " + s
+}
+
+// routineRef describes a routine for an assignment.
+func (p *Pipeline) routineRef(rt routine.Routine) (*decreev1.RoutineRef, error) {
+	content, err := os.ReadFile(rt.Path)
+	if err != nil {
+		return nil, fmt.Errorf("read routine %s: %w", rt.Name, err)
+	}
+	rel := rt.Path
+	if r, err := filepath.Rel(p.d.Store.Root(), rt.Path); err == nil && !strings.HasPrefix(r, "..") {
+		rel = filepath.ToSlash(r)
+	}
+	return &decreev1.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: formatProto(rt.Format)}, nil
+}
+
+func formatProto(f routine.Format) decreev1.RoutineFormat {
+	switch f {
+	case routine.FormatShell:
+		return decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL
+	case routine.FormatNotebook:
+		return decreev1.RoutineFormat_ROUTINE_FORMAT_NOTEBOOK
+	case routine.FormatTree:
+		return decreev1.RoutineFormat_ROUTINE_FORMAT_TREE
+	}
+	return decreev1.RoutineFormat_ROUTINE_FORMAT_UNSPECIFIED
+}
+
+// runFiles are the run-directory files a worker places before running.
+func runFiles(run *store.Run) []*decreev1.RunFile {
+	var out []*decreev1.RunFile
+	for _, name := range []string{store.MessageFile, failureContextFile} {
+		p, err := run.Path(name)
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			out = append(out, &decreev1.RunFile{Name: name, Content: b})
+		}
+	}
+	return out
+}
+
+// discardFollowUps moves the follow-ups a failed attempt wrote (new inbox
+// files and everything in the outbox) into the run directory, so they
+// neither run nor get lost.
+func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, n int) {
+	dot := filepath.Join(p.d.Store.Root(), store.DecreeDir)
+	dst := filepath.Join(run.Dir(), discardedDir, fmt.Sprintf("try-%03d", n))
+	move := func(dir string, skip func(string) bool) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, de := range ents {
+			name := de.Name()
+			if de.IsDir() || !strings.HasSuffix(name, ".md") || strings.HasPrefix(name, ".") || skip(name) {
+				continue
+			}
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				p.log.Error("discard follow-up", "err", err)
+				return
+			}
+			if err := os.Rename(filepath.Join(dir, name), filepath.Join(dst, name)); err != nil {
+				p.log.Error("discard follow-up", "file", name, "err", err)
+			}
+		}
+	}
+	move(filepath.Join(dot, store.InboxDir), func(name string) bool { return before[name] })
+	move(filepath.Join(dot, store.OutboxDir), func(string) bool { return false })
+}
+
+// writeFailureContext summarises the earlier attempts for the last one.
+func (p *Pipeline) writeFailureContext(run *store.Run) error {
+	s := run.State()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Earlier attempts of %s\n\n", s.MessageID)
+	fmt.Fprintf(&b, "This is the last attempt (%d of %d). The working tree was reverted to the checkpoint taken before the first attempt, so none of the earlier changes are present. What happened before:\n\n", len(s.Attempts)+1, s.MaxAttempts)
+	b.WriteString(attemptSummary(s))
+	for _, a := range s.Attempts {
+		logPath, err := run.Path(a.LogName)
+		if err != nil {
+			continue
+		}
+		if tail := tailLines(logPath, 30); tail != "" {
+			fmt.Fprintf(&b, "\n## Attempt %d: end of %s\n\n```\n%s\n```\n", a.N, a.LogName, tail)
+		}
+		if diffPath, err := run.Path(attemptDiffName(a.N)); err == nil {
+			if files := diffFiles(diffPath); len(files) > 0 {
+				fmt.Fprintf(&b, "\nAttempt %d changed: %s (see %s)\n", a.N, strings.Join(files, ", "), attemptDiffName(a.N))
+			}
+		}
+	}
+	return run.WriteFile(failureContextFile, []byte(b.String()))
+}
+
+// attemptSummary lists attempts with their outcome.
+func attemptSummary(s store.RunState) string {
+	var b strings.Builder
+	for _, a := range s.Attempts {
+		fmt.Fprintf(&b, "- attempt %d: exit code %d", a.N, a.ExitCode)
+		if a.Error != "" {
+			fmt.Fprintf(&b, ", %s", a.Error)
+		}
+		if a.WorkerID != "" {
+			fmt.Fprintf(&b, " (worker %s)", a.WorkerID)
+		}
+		fmt.Fprintf(&b, "; log %s\n", a.LogName)
+	}
+	return b.String()
+}
+
+// tailLines returns the last n lines of a file (at most 16 KiB read).
+func tailLines(p string, n int) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	const max = 16 << 10
+	off := fi.Size() - max
+	if off < 0 {
+		off = 0
+	}
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// diffFiles lists the paths a diff touches, from its "diff --git" lines.
+func diffFiles(p string) []string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
+			if i := strings.Index(rest, " b/"); i >= 0 {
+				out = append(out, rest[:i])
+			}
+		}
+	}
+	return out
+}

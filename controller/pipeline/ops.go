@@ -1,0 +1,263 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/message"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+)
+
+// ErrInvalid is returned (wrapped) for bad client input.
+var ErrInvalid = errors.New("invalid argument")
+
+// Submission is a new root message from a client.
+type Submission struct {
+	Name   string
+	Body   []byte
+	Fields []message.Field
+}
+
+// reservedFields are derived by normalisation and cannot be submitted.
+var reservedFields = map[string]bool{"id": true, "chain": true, "seq": true, "message_file": true, "message_id": true, "message_dir": true}
+
+// Submit queues a root message and returns its entry and the event
+// sequence to watch from. Without a name, the name comes from the spec file
+// (input_file), else the router, else "run-<chain>".
+func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uint64, error) {
+	cfg, err := p.d.Config()
+	if err != nil {
+		return store.Entry{}, 0, err
+	}
+	m := &message.Message{Body: sub.Body, HasFrontmatter: len(sub.Fields) > 0}
+	for _, f := range sub.Fields {
+		if reservedFields[f.Key] {
+			return store.Entry{}, 0, fmt.Errorf("%w: field %s is derived by decree and cannot be set", ErrInvalid, f.Key)
+		}
+		if _, dup := m.Get(f.Key); dup {
+			return store.Entry{}, 0, fmt.Errorf("%w: field %s given twice", ErrInvalid, f.Key)
+		}
+		m.Set(f.Key, f.Value)
+	}
+	if in := m.InputFile(); in != "" {
+		full, err := fsutil.ConfinedJoin(p.d.Store.Root(), in)
+		if err != nil {
+			return store.Entry{}, 0, fmt.Errorf("%w: input_file %q: %v", ErrInvalid, in, err)
+		}
+		if _, err := os.Stat(full); err != nil {
+			return store.Entry{}, 0, fmt.Errorf("%w: input_file %q does not exist in the project", ErrInvalid, in)
+		}
+		if strings.HasSuffix(in, ".spec.md") {
+			m.Set("type", message.TypeSpec)
+		}
+	}
+	if m.Type() == "" {
+		m.Set("type", message.TypeTask)
+	}
+	name := sub.Name
+	if name != "" {
+		if err := message.CheckName(name); err != nil {
+			return store.Entry{}, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if k := message.KebabName(name); k != "" {
+			name = k
+		} else {
+			return store.Entry{}, 0, fmt.Errorf("%w: message name %q has no letters or digits", ErrInvalid, sub.Name)
+		}
+	} else if in := m.InputFile(); in != "" {
+		name = message.KebabName(strings.TrimSuffix(strings.TrimSuffix(path.Base(in), ".md"), ".spec"))
+	} else {
+		name = p.DeriveName(ctx, cfg, sub.Body)
+	}
+	seq := p.d.Events.Last() + 1
+	e, err := p.d.Store.CreateMessage(name, m)
+	if err != nil {
+		return store.Entry{}, 0, err
+	}
+	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: e.File})
+	p.Wake()
+	return e, seq, nil
+}
+
+// Requeue moves a dead letter back into the inbox.
+func (p *Pipeline) Requeue(ctx context.Context, idOrFile string) (store.Entry, error) {
+	dead, err := p.d.Store.ListDead()
+	if err != nil {
+		return store.Entry{}, err
+	}
+	for _, d := range dead {
+		if d.File == idOrFile || d.File == idOrFile+".md" || (d.Note.MessageID != "" && d.Note.MessageID == idOrFile) {
+			file, err := p.d.Store.Requeue(d.File)
+			if err != nil {
+				return store.Entry{}, err
+			}
+			e, err := p.findInbox(file)
+			if err != nil {
+				return store.Entry{}, err
+			}
+			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: "requeued " + file})
+			p.Wake()
+			return e, nil
+		}
+	}
+	return store.Entry{}, fmt.Errorf("%w: no dead letter %q in .decree/inbox/dead/", ErrNotFound, idOrFile)
+}
+
+func (p *Pipeline) findInbox(file string) (store.Entry, error) {
+	entries, err := p.d.Store.ListInbox()
+	if err != nil {
+		return store.Entry{}, err
+	}
+	for _, e := range entries {
+		if e.File == file {
+			return e, nil
+		}
+	}
+	return store.Entry{}, fmt.Errorf("%w: %s is not in the inbox", ErrNotFound, file)
+}
+
+// Cancel stops a running message (its attempt is stopped, the tree
+// reverted, the message dead-lettered) or dead-letters a queued one.
+func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.Entry, error) {
+	if reason == "" {
+		reason = "cancelled by a client"
+	}
+	p.mu.Lock()
+	r := p.running
+	if r != nil && r.id == idOrFile {
+		p.cancel[r.id] = reason
+		r.cancel()
+		p.mu.Unlock()
+		return store.Entry{ID: r.id}, nil
+	}
+	p.mu.Unlock()
+	entries, err := p.d.Store.ListInbox()
+	if err != nil {
+		return store.Entry{}, err
+	}
+	for _, e := range entries {
+		if e.ID == idOrFile || e.File == idOrFile || e.File == idOrFile+".md" {
+			p.deadLetter(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason})
+			p.chainMaybeFinished(ctx, e.Chain)
+			return e, nil
+		}
+	}
+	return store.Entry{}, fmt.Errorf("%w: %q is neither running nor queued", ErrNotFound, idOrFile)
+}
+
+// cancelled reports (and forgets) a cancellation request for id.
+func (p *Pipeline) cancelled(id string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reason, ok := p.cancel[id]
+	delete(p.cancel, id)
+	return reason, ok
+}
+
+// cancelMessage finishes a cancelled running message.
+func (p *Pipeline) cancelMessage(ctx context.Context, e store.Entry, run *store.Run, manifest *checkpoint.Manifest, reason string) {
+	if a, ok := run.Interrupted(); ok {
+		_ = run.FinishAttempt(a.N, -1, "cancelled: "+reason)
+		_ = p.writeDiff(ctx, run, manifest, a.N)
+	}
+	if err := p.revert(ctx, run, manifest); err != nil {
+		p.haltMessage(ctx, e, run, err)
+		return
+	}
+	p.deadLetter(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason + "\nThe tree was reverted to the checkpoint; requeue the message to run it again."})
+	p.finishRun(ctx, run, store.OutcomeCancelled)
+}
+
+// ConflictError lists paths that block a revert.
+type ConflictError struct {
+	ID    string
+	Paths []string
+	Err   error
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("cannot revert %s: %d path(s) changed since it completed (%s); undo those changes first or revert the later messages that made them: %v",
+		e.ID, len(e.Paths), strings.Join(e.Paths, ", "), e.Err)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Revert undoes a completed message: its changes.diff is applied in
+// reverse after checking that every file it touched is still as the
+// message left it. It returns the paths restored.
+func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
+	if err := store.CheckID(id); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if rid, _, _, ok := p.Running(); ok {
+		return nil, fmt.Errorf("%w: message %s is running; revert when the project is idle", ErrConflict, rid)
+	}
+	run, err := p.d.Store.OpenRun(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: no run %s: %v", ErrNotFound, id, err)
+	}
+	st := run.State()
+	if st.Outcome != store.OutcomeSucceeded {
+		return nil, fmt.Errorf("%w: %s did not complete successfully (outcome %q): only completed messages can be reverted; failed ones were reverted already", ErrConflict, id, st.Outcome)
+	}
+	if st.Phase == "reverted" {
+		return nil, fmt.Errorf("%w: %s was already reverted", ErrConflict, id)
+	}
+	diffPath, _ := run.Path(diffFile)
+	diff, err := os.ReadFile(diffPath)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", diffPath, err)
+	}
+	mpath, _ := run.Path(manifestFile)
+	before, err := checkpoint.ReadManifest(mpath)
+	if err != nil {
+		return nil, err
+	}
+	paths := diffFiles(diffPath)
+	if len(diff) > 0 {
+		if err := p.d.Checkpoints.Revert(ctx, p.d.Store.Root(), diff, before); err != nil {
+			return nil, &ConflictError{ID: id, Paths: conflictPaths(err, paths), Err: err}
+		}
+	}
+	_ = run.Update(func(s *store.RunState) error { s.Phase = "reverted"; return nil })
+	if e, err := p.messageOf(run); err == nil && e.Type() == message.TypeSpec {
+		if cfg, err := p.d.Config(); err == nil {
+			_ = p.d.Store.UnmarkProcessed(specName(cfg, e.InputFile()))
+		}
+	}
+	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: id, Text: fmt.Sprintf("on request (%d path(s))", len(paths))})
+	return paths, nil
+}
+
+// conflictPaths picks the paths an apply error names, else all touched.
+func conflictPaths(err error, touched []string) []string {
+	var out []string
+	for _, p := range touched {
+		if strings.Contains(err.Error(), p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return touched
+	}
+	return out
+}
+
+func (p *Pipeline) messageOf(run *store.Run) (*message.Message, error) {
+	mp, err := run.Path(store.MessageFile)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(mp)
+	if err != nil {
+		return nil, err
+	}
+	return message.Parse(b)
+}

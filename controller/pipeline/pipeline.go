@@ -1,0 +1,250 @@
+// Package pipeline is decree's one processing loop. `decreectl run`,
+// `decreectl process` and a long-running controller all feed the same loop:
+// it takes the next message from the inbox (depth-first within a chain,
+// oldest chain otherwise), chooses its routine, checkpoints the tree, hands
+// attempts to workers, retries by the rules, reverts and dead-letters on
+// exhaustion, collects follow-ups, runs hooks, and records everything in the
+// run directory and the event log.
+//
+// # Retry rules
+//
+// Attempts 1..N-1 leave the tree as the routine left it, so the next attempt
+// sees the earlier work. Before attempt N (when N > 1) the tree is reverted
+// to the message's checkpoint and failure-context.md summarises every
+// earlier attempt. When attempt N fails too, the tree is reverted again and
+// the message is dead-lettered. changes.diff always holds the change from
+// the checkpoint to the tree after the latest attempt; changes.try-00K.diff
+// keeps attempt K's.
+//
+// Follow-ups an attempt writes count only when the attempt succeeds; those
+// of failed attempts are moved to the run directory (discarded-followups/).
+//
+// # Crash safety
+//
+// Every step is recorded in runs/<id>/state.json before and after it runs.
+// A controller restarted at any instant finds the message still in the
+// inbox, counts an interrupted attempt as failed ("controller restarted")
+// and goes on by the retry rules; a message whose success was recorded but
+// not yet filed is filed. Reverting is computed afresh from the checkpoint
+// and the current tree, so it can be repeated safely.
+//
+// # Hooks
+//
+// beforeAll runs when the loop picks a message after being idle, afterAll
+// when the inbox runs empty; beforeEach and afterEach around every attempt;
+// onDeadLetter once when a message is dead-lettered after exhausting its
+// attempts (not when it never ran: invalid message, unknown routine, too
+// deep, or a failing beforeEach). A failing beforeEach hook fails the attempt
+// without running the routine; other failing hooks are reported as warnings.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/logbook"
+	"github.com/decreehq/decree/controller/sched"
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/routine"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Deps are the parts the loop drives.
+type Deps struct {
+	Store       *store.Store
+	Sched       *sched.Scheduler
+	Events      *events.Log
+	Leases      *lease.Manager
+	Checkpoints *checkpoint.Checkpointer
+	// Logs holds attempt logs; the loop marks an attempt live before it
+	// announces it, so followers never miss its start.
+	Logs *logbook.Book
+	// Config loads the project configuration; it is called before every
+	// message so edits to config.yml apply to the next message.
+	Config func() (*config.Config, error)
+	Logger *slog.Logger
+	// Poll is how often the idle loop looks at the inbox for files dropped
+	// in by hand (default 1s). Submissions wake it at once.
+	Poll time.Duration
+}
+
+// Pipeline is the processing loop of one project.
+type Pipeline struct {
+	d    Deps
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu      sync.Mutex
+	running *running // the message being processed, if any
+	jobs    map[string]*job
+	cancel  map[string]string // message id -> reason, for CancelMessage
+}
+
+// running describes the message in progress.
+type running struct {
+	id      string
+	routine string
+	attempt int
+	cancel  context.CancelFunc
+}
+
+// New returns a loop; call Run to start it.
+func New(d Deps) *Pipeline {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Poll <= 0 {
+		d.Poll = time.Second
+	}
+	return &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), jobs: map[string]*job{}, cancel: map[string]string{}}
+}
+
+// Wake makes an idle loop look at the inbox now.
+func (p *Pipeline) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run processes messages until ctx ends.
+func (p *Pipeline) Run(ctx context.Context) error {
+	busy := false
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		cfg, err := p.d.Config()
+		if err != nil {
+			p.warn(ctx, "", fmt.Sprintf("cannot load .decree/config.yml, waiting for a fix: %v", err))
+			if !p.idle(ctx) {
+				return nil
+			}
+			continue
+		}
+		sel, err := p.d.Sched.Next(sched.NextOptions{})
+		if err != nil {
+			p.log.Error("select next message", "err", err)
+			if !p.idle(ctx) {
+				return nil
+			}
+			continue
+		}
+		for _, r := range sel.Rejected {
+			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: r.ID, Chain: r.Chain,
+				Text: fmt.Sprintf("%s: %s", r.Note.Reason, firstLine(r.Note.Detail))})
+			p.chainMaybeFinished(ctx, r.Chain)
+		}
+		if !sel.Found {
+			if busy {
+				busy = false
+				p.runBatchHook(ctx, cfg, "afterAll")
+			}
+			p.finishJobs(ctx)
+			if !p.idle(ctx) {
+				return nil
+			}
+			continue
+		}
+		if !busy {
+			busy = true
+			p.runBatchHook(ctx, cfg, "beforeAll")
+		}
+		p.process(ctx, cfg, sel.Entry)
+		if err := p.d.Sched.Finish(sel.Entry.ID); err != nil {
+			p.log.Error("finish message", "id", sel.Entry.ID, "err", err)
+		}
+		p.chainMaybeFinished(ctx, sel.Entry.Chain)
+		p.advanceJobs(ctx)
+	}
+}
+
+// idle waits for a wake-up or the poll interval; false when ctx ended.
+func (p *Pipeline) idle(ctx context.Context) bool {
+	t := time.NewTimer(p.d.Poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-p.wake:
+	case <-t.C:
+	}
+	return true
+}
+
+// chainMaybeFinished emits CHAIN_FINISHED when no message of chain is left
+// in the inbox.
+func (p *Pipeline) chainMaybeFinished(ctx context.Context, chain string) {
+	if chain == "" {
+		return
+	}
+	entries, err := p.d.Store.ListInbox()
+	if err != nil {
+		p.log.Error("list inbox", "err", err)
+		return
+	}
+	for _, e := range entries {
+		if e.Chain == chain {
+			return
+		}
+	}
+	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED, Chain: chain})
+}
+
+// emit appends an event to the log.
+func (p *Pipeline) emit(_ context.Context, ev *decreev1.Event) *decreev1.Event {
+	if ev.Time == nil {
+		ev.Time = timestamppb.Now()
+	}
+	if ev.JobId == "" && ev.Chain != "" {
+		p.mu.Lock()
+		for _, j := range p.jobs {
+			if j.chain == ev.Chain {
+				ev.JobId = j.id
+			}
+		}
+		p.mu.Unlock()
+	}
+	out, err := p.d.Events.Append(ev)
+	if err != nil {
+		p.log.Error("append event", "kind", ev.Kind, "err", err)
+		return ev
+	}
+	return out
+}
+
+func (p *Pipeline) warn(ctx context.Context, id, text string) {
+	p.log.Warn(text, "message", id)
+	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_WARNING, MessageId: id, Text: text})
+}
+
+// Running returns the message in progress, if any.
+func (p *Pipeline) Running() (id, routineName string, attempt int, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running == nil {
+		return "", "", 0, false
+	}
+	return p.running.id, p.running.routine, p.running.attempt, true
+}
+
+// library returns the routine library for cfg.
+func (p *Pipeline) library(cfg *config.Config) routine.Library {
+	return Library(p.d.Store.Root(), cfg)
+}
+
+// ErrNotFound is returned (wrapped) for unknown messages and runs.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned (wrapped) when the project state forbids an
+// operation; *ConflictError carries the paths.
+var ErrConflict = errors.New("conflict")

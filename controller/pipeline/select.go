@@ -1,0 +1,171 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/message"
+	"github.com/decreehq/decree/pkg/routine"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+)
+
+// Library returns the routine library of a project under cfg.
+func Library(root string, cfg *config.Config) routine.Library {
+	shared := cfg.RoutineSource
+	if shared != "" && !filepath.IsAbs(shared) {
+		shared = filepath.Join(root, shared)
+	}
+	return routine.Library{Dir: filepath.Join(root, store.DecreeDir, "routines"), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
+}
+
+// chooseRoutine picks a message's routine: its own routine field, else the
+// spec's, else the router's answer, else default_routine ("develop"). A
+// routine that cannot be used gives a dead-letter note instead.
+func (p *Pipeline) chooseRoutine(ctx context.Context, cfg *config.Config, e store.Entry) (routine.Routine, *store.DeadNote) {
+	root := p.d.Store.Root()
+	lib := p.library(cfg)
+	name := e.Message.Routine()
+	explicit := name != ""
+	if in := e.Message.InputFile(); in != "" {
+		full, err := fsutil.ConfinedJoin(root, in)
+		if err != nil {
+			return routine.Routine{}, &store.DeadNote{Reason: "InvalidInputFile", MessageID: e.ID,
+				Detail: fmt.Sprintf("input_file %q: %v", in, err)}
+		}
+		data, err := os.ReadFile(full)
+		if err != nil {
+			return routine.Routine{}, &store.DeadNote{Reason: "InputFileNotFound", MessageID: e.ID,
+				Detail: fmt.Sprintf("input_file %q cannot be read: %v\nCreate the file or fix input_file, then requeue the message.", in, err)}
+		}
+		if name == "" {
+			if spec, err := message.Parse(data); err == nil && spec.Routine() != "" {
+				name, explicit = spec.Routine(), true
+			}
+		}
+	}
+	if name == "" && cfg.Commands.Router != "" {
+		name = p.routeByAI(ctx, cfg, lib, e)
+	}
+	if name == "" {
+		name = cfg.DefaultRoutine
+	}
+	if name == "" {
+		name = config.DefaultRoutineName
+	}
+	rt, err := lib.Resolve(name)
+	if err != nil {
+		note := routineResolveError(name, err)
+		note.MessageID = e.ID
+		return routine.Routine{}, &note
+	}
+	if explicit && !routine.Enabled(rt, cfg.Routines, cfg.SharedRoutines) {
+		return routine.Routine{}, &store.DeadNote{Reason: "RoutineDisabled", MessageID: e.ID,
+			Detail: fmt.Sprintf("Routine %s is disabled in the registry of .decree/config.yml. Enable it (enabled: true) or name another routine, then requeue the message.", rt.Name)}
+	}
+	return rt, nil
+}
+
+// routeByAI asks the router to choose among the enabled routines. Any
+// answer that is not an enabled routine counts as no answer.
+func (p *Pipeline) routeByAI(ctx context.Context, cfg *config.Config, lib routine.Library, e store.Entry) string {
+	entries, err := lib.List()
+	if err != nil {
+		p.warn(ctx, e.ID, fmt.Sprintf("router: list routines: %v", err))
+		return ""
+	}
+	enabled := map[string]bool{}
+	var b strings.Builder
+	if guide, err := os.ReadFile(filepath.Join(p.d.Store.Root(), store.DecreeDir, "router.md")); err == nil {
+		b.Write(guide)
+		b.WriteString("\n\n")
+	}
+	b.WriteString("Routines:\n")
+	for _, en := range entries {
+		if !routine.Enabled(en.Routine, cfg.Routines, cfg.SharedRoutines) {
+			continue
+		}
+		enabled[en.Name] = true
+		desc, _ := en.Description()
+		fmt.Fprintf(&b, "- %s: %s\n", en.Name, strings.ReplaceAll(strings.TrimSpace(desc), "\n", " "))
+	}
+	fmt.Fprintf(&b, "\nDefault routine: %s\n\nTask:\n", cfg.DefaultRoutine)
+	b.Write(e.Message.Body)
+	if in := e.Message.InputFile(); in != "" {
+		fmt.Fprintf(&b, "\n(The task's input file is %s.)\n", in)
+	}
+	b.WriteString("\n\nAnswer with the routine's name only.\n")
+	answer, err := p.askRouter(ctx, cfg, e.ID, b.String())
+	if err != nil {
+		p.warn(ctx, e.ID, fmt.Sprintf("router failed, using default routine %s: %v", cfg.DefaultRoutine, err))
+		return ""
+	}
+	pick := cleanAnswer(answer)
+	if !enabled[pick] {
+		p.warn(ctx, e.ID, fmt.Sprintf("router answered %q, which is not an enabled routine; using default routine %s", truncate(answer, 80), cfg.DefaultRoutine))
+		return ""
+	}
+	return pick
+}
+
+// askRouter runs commands.router on a worker with prompt on stdin.
+func (p *Pipeline) askRouter(ctx context.Context, cfg *config.Config, id, prompt string) (string, error) {
+	a := &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER, MessageId: id, Attempt: 1,
+		Command: cfg.Commands.Router, Stdin: []byte(prompt)}
+	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{InPlace: true})
+	if err != nil {
+		return "", err
+	}
+	if res.Lost {
+		return "", fmt.Errorf("worker lost")
+	}
+	if c := res.Status.GetExitCode(); c != 0 {
+		return "", fmt.Errorf("router command exited %d: %s", c, res.Status.GetError())
+	}
+	return string(res.Output), nil
+}
+
+// DeriveName asks the router for a kebab-case message name; "" when there
+// is no router or its answer is unusable.
+func (p *Pipeline) DeriveName(ctx context.Context, cfg *config.Config, body []byte) string {
+	if cfg.Commands.Router == "" || len(strings.TrimSpace(string(body))) == 0 {
+		return ""
+	}
+	prompt := "Summarize this task as a kebab-case name under 5 words. Respond with ONLY the name.\n\n" + string(body)
+	answer, err := p.askRouter(ctx, cfg, "", prompt)
+	if err != nil {
+		p.warn(ctx, "", fmt.Sprintf("router could not name the message: %v", err))
+		return ""
+	}
+	line := cleanAnswer(answer)
+	if strings.Count(line, "-") > 8 {
+		return ""
+	}
+	return message.KebabName(line)
+}
+
+// cleanAnswer takes the first non-empty line of an AI answer, without
+// quotes, backticks or trailing punctuation.
+func cleanAnswer(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.Trim(strings.TrimSpace(line), "`'\"*.:! ")
+		if line != "" {
+			return line
+		}
+	}
+	return ""
+}
+
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

@@ -1,0 +1,263 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+
+	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/pipeline"
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/message"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ControllerDeps are the domain objects ControllerServer adapts.
+type ControllerDeps struct {
+	Store    *store.Store
+	Pipeline *pipeline.Pipeline
+	Events   *events.Log
+	Leases   *lease.Manager
+	Config   func() (*config.Config, error)
+	Version  string
+}
+
+// ControllerServer implements decree.v1.ControllerService: each method
+// translates the request, calls the domain, and maps errors with Status.
+type ControllerServer struct {
+	decreev1.UnimplementedControllerServiceServer
+	d ControllerDeps
+}
+
+// NewControllerServer returns the adapter.
+func NewControllerServer(d ControllerDeps) *ControllerServer { return &ControllerServer{d: d} }
+
+// SubmitMessage queues a root message.
+func (s *ControllerServer) SubmitMessage(ctx context.Context, req *decreev1.SubmitMessageRequest) (*decreev1.SubmitMessageResponse, error) {
+	sub := pipeline.Submission{Name: req.GetName(), Body: req.GetBody()}
+	for _, f := range req.GetFields() {
+		sub.Fields = append(sub.Fields, message.Field{Key: f.GetKey(), Value: f.GetValue()})
+	}
+	e, seq, err := s.d.Pipeline.Submit(ctx, sub)
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &decreev1.SubmitMessageResponse{Message: entryInfo(e, decreev1.MessageState_MESSAGE_STATE_QUEUED), EventSequence: seq}, nil
+}
+
+// ProcessMigrations lists migrations and starts a job.
+func (s *ControllerServer) ProcessMigrations(ctx context.Context, req *decreev1.ProcessMigrationsRequest) (*decreev1.ProcessMigrationsResponse, error) {
+	migs, job, seq, err := s.d.Pipeline.ProcessMigrations(ctx, req.GetDryRun())
+	if err != nil {
+		return nil, Status(err)
+	}
+	resp := &decreev1.ProcessMigrationsResponse{JobId: job, EventSequence: seq}
+	for _, m := range migs {
+		resp.Migrations = append(resp.Migrations, &decreev1.Migration{File: m.File, Processed: m.Processed})
+	}
+	return resp, nil
+}
+
+// WatchEvents streams events.
+func (s *ControllerServer) WatchEvents(req *decreev1.WatchEventsRequest, stream decreev1.ControllerService_WatchEventsServer) error {
+	chain, job := req.GetChain(), req.GetJobId()
+	w := s.d.Events.Watch(events.WatchOptions{From: req.GetFromSequence(), Follow: req.GetFollow(), Filter: func(ev *decreev1.Event) bool {
+		return (chain == "" || ev.GetChain() == chain) && (job == "" || ev.GetJobId() == job)
+	}})
+	defer w.Close()
+	for {
+		ev, err := w.Next(stream.Context())
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return Status(err)
+		}
+		if err := stream.Send(&decreev1.WatchEventsResponse{Event: ev}); err != nil {
+			return err
+		}
+	}
+}
+
+// WatchLogs streams an attempt's log from an offset.
+func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decreev1.ControllerService_WatchLogsServer) error {
+	id := req.GetMessageId()
+	if err := store.CheckID(id); err != nil {
+		return Status(err)
+	}
+	attempt := int(req.GetAttempt())
+	if attempt <= 0 {
+		run, err := s.d.Store.OpenRun(id)
+		if err != nil {
+			return status.Errorf(codes.NotFound, "no run %s yet: %v", id, err)
+		}
+		attempt = len(run.State().Attempts)
+		if attempt == 0 {
+			attempt = 1
+		}
+	}
+	streamName := req.GetStream()
+	if streamName == "" {
+		streamName = lease.DefaultStream
+	}
+	var seq uint64
+	send := func(off uint64, data []byte) error {
+		c := &decreev1.LogChunk{MessageId: id, Attempt: int32(attempt), Stream: streamName, Sequence: seq, Offset: off, Data: data}
+		seq++
+		return stream.Send(&decreev1.WatchLogsResponse{Chunk: c})
+	}
+	if req.GetFollow() {
+		return Status(s.d.Leases.Follow(stream.Context(), id, attempt, streamName, req.GetOffset(), send))
+	}
+	p, err := s.d.Store.LogPath(id, attempt, streamName)
+	if err != nil {
+		return Status(err)
+	}
+	return Status(sendFile(p, req.GetOffset(), send))
+}
+
+// sendFile passes a file's bytes from offset to send in chunks.
+func sendFile(path string, offset uint64, send func(uint64, []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := f.ReadAt(buf, int64(offset))
+		if n > 0 {
+			if serr := send(offset, buf[:n]); serr != nil {
+				return serr
+			}
+			offset += uint64(n)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// ListMessages lists messages by state.
+func (s *ControllerServer) ListMessages(ctx context.Context, req *decreev1.ListMessagesRequest) (*decreev1.ListMessagesResponse, error) {
+	all, err := s.messages()
+	if err != nil {
+		return nil, Status(err)
+	}
+	want := map[decreev1.MessageState]bool{}
+	for _, st := range req.GetStates() {
+		want[st] = true
+	}
+	resp := &decreev1.ListMessagesResponse{}
+	for _, m := range all {
+		if (len(want) == 0 || want[m.GetState()]) && (req.GetChain() == "" || m.GetChain() == req.GetChain()) {
+			m.Body = nil
+			resp.Messages = append(resp.Messages, m)
+		}
+	}
+	return resp, nil
+}
+
+// GetMessage returns one message with its body.
+func (s *ControllerServer) GetMessage(ctx context.Context, req *decreev1.GetMessageRequest) (*decreev1.GetMessageResponse, error) {
+	all, err := s.messages()
+	if err != nil {
+		return nil, Status(err)
+	}
+	for _, m := range all {
+		if m.GetId() == req.GetId() || m.GetName() == req.GetId() || m.GetName()+".md" == req.GetId() {
+			return &decreev1.GetMessageResponse{Message: m}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "no message %q in the inbox, done or dead", req.GetId())
+}
+
+// ListRuns lists runs, newest first.
+func (s *ControllerServer) ListRuns(ctx context.Context, req *decreev1.ListRunsRequest) (*decreev1.ListRunsResponse, error) {
+	runs, err := s.runs(req.GetChain(), int(req.GetLimit()))
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &decreev1.ListRunsResponse{Runs: runs}, nil
+}
+
+// GetRun returns one run.
+func (s *ControllerServer) GetRun(ctx context.Context, req *decreev1.GetRunRequest) (*decreev1.GetRunResponse, error) {
+	if err := store.CheckID(req.GetId()); err != nil {
+		return nil, Status(err)
+	}
+	run, err := s.d.Store.OpenRun(req.GetId())
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "no run %s: %v", req.GetId(), err)
+	}
+	return &decreev1.GetRunResponse{Run: runInfo(run)}, nil
+}
+
+// GetArtifact streams a run-directory file.
+func (s *ControllerServer) GetArtifact(req *decreev1.GetArtifactRequest, stream decreev1.ControllerService_GetArtifactServer) error {
+	if err := store.CheckID(req.GetMessageId()); err != nil {
+		return Status(err)
+	}
+	run, err := s.d.Store.OpenRun(req.GetMessageId())
+	if err != nil {
+		return status.Errorf(codes.NotFound, "no run %s: %v", req.GetMessageId(), err)
+	}
+	p, err := run.Path(req.GetName())
+	if err != nil {
+		return Status(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return status.Errorf(codes.NotFound, "run %s has no %s (see `decreectl runs -o json` for its artifacts)", req.GetMessageId(), req.GetName())
+	}
+	size := uint64(fi.Size())
+	return Status(sendFile(p, req.GetOffset(), func(off uint64, data []byte) error {
+		return stream.Send(&decreev1.GetArtifactResponse{Offset: off, Data: data, Size: size})
+	}))
+}
+
+// RequeueMessage moves a dead letter back to the inbox.
+func (s *ControllerServer) RequeueMessage(ctx context.Context, req *decreev1.RequeueMessageRequest) (*decreev1.RequeueMessageResponse, error) {
+	e, err := s.d.Pipeline.Requeue(ctx, req.GetId())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &decreev1.RequeueMessageResponse{Message: entryInfo(e, decreev1.MessageState_MESSAGE_STATE_QUEUED)}, nil
+}
+
+// CancelMessage cancels a queued or running message.
+func (s *ControllerServer) CancelMessage(ctx context.Context, req *decreev1.CancelMessageRequest) (*decreev1.CancelMessageResponse, error) {
+	e, err := s.d.Pipeline.Cancel(ctx, req.GetId(), req.GetReason())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &decreev1.CancelMessageResponse{Message: &decreev1.MessageInfo{Id: e.ID, Name: e.Name(), Chain: e.Chain, State: decreev1.MessageState_MESSAGE_STATE_DEAD}}, nil
+}
+
+// RevertMessage undoes a completed message.
+func (s *ControllerServer) RevertMessage(ctx context.Context, req *decreev1.RevertMessageRequest) (*decreev1.RevertMessageResponse, error) {
+	paths, err := s.d.Pipeline.Revert(ctx, req.GetId())
+	if err != nil {
+		return nil, Status(err)
+	}
+	return &decreev1.RevertMessageResponse{Paths: paths}, nil
+}
+
+// ListCronEntries is not available: decree has no scheduler for
+// .decree/cron/ yet.
+func (s *ControllerServer) ListCronEntries(ctx context.Context, req *decreev1.ListCronEntriesRequest) (*decreev1.ListCronEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "cron schedules are not supported by this controller yet")
+}
+
+// ListWorkers lists workers.
+func (s *ControllerServer) ListWorkers(ctx context.Context, req *decreev1.ListWorkersRequest) (*decreev1.ListWorkersResponse, error) {
+	return &decreev1.ListWorkersResponse{Workers: s.d.Leases.Workers()}, nil
+}
