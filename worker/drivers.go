@@ -66,7 +66,7 @@ func driverName(r *decreev1.RoutineRef) string {
 
 // runRoutine runs a routine or hook with its pkg/driver driver, stopping it
 // (process group, grace period) when ctx ends.
-func runRoutine(ctx context.Context, o ExecOptions, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
+func runRoutine(ctx context.Context, o ExecOptions, plugins *plugins, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
 	r := a.GetRoutine()
 	if r == nil {
 		return nil, fmt.Errorf("assignment for %s names no routine; the controller must send one", a.GetMessageId())
@@ -75,9 +75,14 @@ func runRoutine(ctx context.Context, o ExecOptions, a *decreev1.Assignment, ws s
 	if name == "" {
 		return nil, fmt.Errorf("routine %s names no driver and no known format; the controller must send one", r.GetName())
 	}
-	d, err := o.Drivers.Get(name)
-	if err != nil {
-		return nil, fmt.Errorf("routine %s: %w", r.GetName(), err)
+	var d driver.Driver
+	if builtin, ok := o.Drivers[name]; ok {
+		d = builtin
+	} else {
+		var err error
+		if d, err = plugins.get(ctx, name); err != nil {
+			return nil, fmt.Errorf("routine %s: %w", r.GetName(), err)
+		}
 	}
 	path, err := routineFile(ws, r)
 	if err != nil {

@@ -28,6 +28,10 @@ type ExecOptions struct {
 	Drivers driver.Set
 	// Logger receives driver notices (discarded when nil).
 	Logger *slog.Logger
+	// PluginDirs are searched for external drivers (decree-driver-NAME)
+	// when the executor is made; "$PATH" stands for the PATH directories.
+	// Run sets it to plugin.SearchDirs(workspace) when nil.
+	PluginDirs []string
 }
 
 // Defaults for ExecOptions.
@@ -52,21 +56,32 @@ func NewDefaultExecutor(o ExecOptions) Executor {
 	if o.Drivers == nil {
 		o.Drivers = BuiltinDrivers()
 	}
-	return &defaultExecutor{o: o}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &defaultExecutor{o: o, plugins: discoverPlugins(o.PluginDirs, o.Drivers, o.Logger)}
 }
 
-type defaultExecutor struct{ o ExecOptions }
+type defaultExecutor struct {
+	o       ExecOptions
+	plugins *plugins
+}
 
-// Drivers describes the executor's drivers; Run advertises them when
-// Options.Drivers is nil.
-func (e *defaultExecutor) Drivers() []*decreev1.DriverInfo { return DriverInfos(e.o.Drivers) }
+// Drivers describes the executor's drivers, built-in and plugins; Run
+// advertises them when Options.Drivers is nil.
+func (e *defaultExecutor) Drivers() []*decreev1.DriverInfo {
+	return append(DriverInfos(e.o.Drivers), e.plugins.infos()...)
+}
+
+// Close stops the plugin drivers the executor launched.
+func (e *defaultExecutor) Close() { e.plugins.close() }
 
 func (e *defaultExecutor) Execute(ctx context.Context, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
 	switch a.GetKind() {
 	case decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER:
 		return runRouter(ctx, e.o, a, ws, out)
 	case decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK:
-		return runRoutine(ctx, e.o, a, ws, out)
+		return runRoutine(ctx, e.o, e.plugins, a, ws, out)
 	}
 	return nil, fmt.Errorf("assignment kind %v is not supported by this worker", a.GetKind())
 }

@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/decreehq/decree/pkg/driver/plugin"
 	"io"
 	"log/slog"
 	"os"
@@ -149,6 +150,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer w.conn.Close()
+	if c, ok := w.opts.Executor.(interface{ Close() }); ok {
+		defer c.Close() // plugin drivers it launched
+	}
 
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
@@ -211,7 +215,7 @@ func newWorker(opts Options) (*worker, error) {
 		opts.Version = Version
 	}
 	if opts.Executor == nil {
-		opts.Executor = NewDefaultExecutor(ExecOptions{Logger: opts.Logger})
+		opts.Executor = NewDefaultExecutor(ExecOptions{Logger: opts.Logger, PluginDirs: plugin.SearchDirs(opts.Workspace)})
 	}
 	if opts.Drivers == nil {
 		if d, ok := opts.Executor.(interface{ Drivers() []*decreev1.DriverInfo }); ok {
