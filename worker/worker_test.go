@@ -237,7 +237,7 @@ func TestRoutineOutcomes(t *testing.T) {
 		{name: "timeout", routine: "echo begin; sleep 30; echo never", timeout: 300 * time.Millisecond, wantCode: 1, wantTO: true, wantError: "timed out after 300ms", wantLog: "begin\n"},
 		{name: "missing routine", routine: "", wantCode: -1, wantError: "does not exist in workspace"},
 		{name: "unsafe run file", routine: "echo x", runFile: "../evil.md", wantCode: -1, wantError: "unsafe path"},
-		{name: "unknown driver", routine: "echo x", driver: "fortran", wantCode: -1, wantError: `no driver named "fortran"`},
+		{name: "unknown driver", routine: "echo x", driver: "fortran", wantCode: -1, wantError: `no driver "fortran" on this worker`},
 		{name: "killed by a signal", routine: "echo bye; kill -9 $$", wantCode: 137, wantError: "killed by signal 9", wantLog: "bye\n"},
 	}
 	for i, tt := range tests {
