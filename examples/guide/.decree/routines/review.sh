@@ -8,7 +8,8 @@ set -euo pipefail
 message_file="${message_file:-}"
 message_id="${message_id:-}"
 
+[ -f GUIDE.md ] || { echo "review: there is no GUIDE.md to review" >&2; exit 2; }
 words=$(wc -w < GUIDE.md)
-what=$(grep -m1 'Review' "$message_file")
+what=$(grep -v '^ *$' "$message_file" | tail -n 1)
 printf -- '- %s: %s (%s words)\n' "$message_id" "$what" "$words" >> REVIEWS.md
 echo "reviewed: ${what}"

@@ -15,6 +15,9 @@ chain="${chain:-}"
 seq="${seq:-}"
 style="${style:-plain}"
 
+# (The first statement ends the parameter block: assignments below it are
+# ordinary variables, not parameters decree could set.)
+[ -n "$spec_file" ] || { echo "write: this routine needs a spec (input_file)" >&2; exit 2; }
 title=$(grep -m1 '^# ' "$spec_file" | sed 's/^# //')
 slug=$(basename "$spec_file" .spec.md)
 draft="drafts/${slug}.md"
