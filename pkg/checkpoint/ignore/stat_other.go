@@ -1,0 +1,43 @@
+//go:build !linux
+
+package ignore
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+type dirHandle struct{ path string }
+
+type dirEntry struct {
+	name string
+	typ  fs.FileMode
+}
+
+const modeUnknown = fs.ModeIrregular
+
+func openDir(path string) (*dirHandle, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	return &dirHandle{path: path}, nil
+}
+
+func (d *dirHandle) close() {}
+
+func (d *dirHandle) entries() ([]dirEntry, error) {
+	list, err := os.ReadDir(d.path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEntry, len(list))
+	for i, e := range list {
+		out[i] = dirEntry{name: e.Name(), typ: e.Type()}
+	}
+	return out, nil
+}
+
+func (d *dirHandle) lstat(name string) (fs.FileInfo, error) {
+	return os.Lstat(filepath.Join(d.path, name))
+}

@@ -1,0 +1,180 @@
+package ignore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// WalkFunc is called for every tracked regular file and symlink. rel is
+// slash-separated and relative to the root; info comes from lstat (on Linux
+// its Sys() is a *unix.Stat_t).
+type WalkFunc func(rel string, info fs.FileInfo) error
+
+// Walk visits every regular file and symlink below root that is not ignored,
+// in lexical order of rel, never following symlinks and never entering
+// ignored directories. A directory that cannot be read is an error.
+func Walk(ctx context.Context, root string, fn WalkFunc) error {
+	return walkDir(ctx, root, "", nil, fn)
+}
+
+// File is one tracked file or symlink found by WalkConcurrent.
+type File struct {
+	Rel  string
+	Info fs.FileInfo
+}
+
+// WalkConcurrent is Walk with up to workers directories read at once. fn
+// receives the tracked files of one directory at a time; it is called
+// concurrently and in no particular order of directories.
+func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch []File) error) error {
+	if workers < 1 {
+		workers = 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type job struct {
+		dir   string
+		rules *Rules
+	}
+	var (
+		mu       sync.Mutex
+		cond     = sync.NewCond(&mu)
+		queue    = []job{{dir: ""}}
+		pending  = 1 // directories queued or being read
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				for len(queue) == 0 && pending > 0 {
+					cond.Wait()
+				}
+				if len(queue) == 0 {
+					mu.Unlock()
+					return
+				}
+				j := queue[len(queue)-1]
+				queue = queue[:len(queue)-1]
+				mu.Unlock()
+				var subs []job
+				var batch []File
+				err := error(nil)
+				if ctx.Err() == nil {
+					err = scanDir(ctx, root, j.dir, j.rules, func(rel string, info fs.FileInfo) error {
+						batch = append(batch, File{rel, info})
+						return nil
+					}, func(sub string, r *Rules) error {
+						subs = append(subs, job{sub, r})
+						return nil
+					})
+				}
+				if err == nil && len(batch) > 0 {
+					err = fn(batch)
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				if ctx.Err() == nil {
+					queue = append(queue, subs...)
+					pending += len(subs)
+				}
+				pending--
+				cond.Broadcast()
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+func walkDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc) error {
+	return scanDir(ctx, root, dir, parent, fn, func(sub string, r *Rules) error {
+		return walkDir(ctx, root, sub, r, fn)
+	})
+}
+
+// scanDir reads one directory, loads its ignore files (if it has any),
+// reports its tracked files to fn and its tracked subdirectories to onDir,
+// in name order.
+func scanDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc, onDir func(sub string, rules *Rules) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	abs := filepath.Join(root, filepath.FromSlash(dir))
+	d, err := openDir(abs)
+	if err != nil {
+		return fmt.Errorf("walk %s: %w (make the directory readable or ignore it in .decreeignore)", abs, err)
+	}
+	defer d.close()
+	entries, err := d.entries()
+	if err != nil {
+		return fmt.Errorf("walk %s: %w (make the directory readable or ignore it in .decreeignore)", abs, err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	rules := parent
+	hasIgnore := false
+	for _, e := range entries {
+		if n := e.name; (n == GitIgnoreFile || n == DecreeIgnoreFile) && e.typ&fs.ModeType != fs.ModeDir {
+			hasIgnore = true
+		}
+	}
+	if hasIgnore || parent == nil {
+		if rules, err = LoadRules(root, dir, parent); err != nil {
+			return err
+		}
+	}
+	for _, e := range entries {
+		name := e.name
+		rel := name
+		if dir != "" {
+			rel = dir + "/" + name
+		}
+		typ := e.typ
+		if typ != modeUnknown && rules.Ignored(rel, typ.IsDir()) {
+			continue
+		}
+		var info fs.FileInfo
+		if typ == modeUnknown || typ.IsRegular() || typ&fs.ModeSymlink != 0 {
+			info, err = d.lstat(name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // vanished since the directory was read
+			}
+			if err != nil {
+				return fmt.Errorf("walk: stat %s: %w (make it readable or ignore it in .decreeignore)", filepath.Join(abs, name), err)
+			}
+			if typ == modeUnknown {
+				typ = info.Mode().Type()
+				if rules.Ignored(rel, typ.IsDir()) {
+					continue
+				}
+			}
+		}
+		isDir := typ.IsDir()
+		switch {
+		case isDir:
+			if err := onDir(rel, rules); err != nil {
+				return err
+			}
+		case typ.IsRegular() || typ&fs.ModeSymlink != 0:
+			if err := fn(rel, info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

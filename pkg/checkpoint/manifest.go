@@ -1,0 +1,286 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+)
+
+// Mode is the kind and permission class of a tracked entry, with git's
+// three values. Finer permission bits (600, 664, ...) are not tracked, as in
+// git: a file is executable when its owner may execute it.
+type Mode uint32
+
+// The modes an Entry can have.
+const (
+	ModeFile    Mode = 0o100644
+	ModeExec    Mode = 0o100755
+	ModeSymlink Mode = 0o120000
+)
+
+// ModeOf maps a file mode from lstat to the tracked Mode.
+func ModeOf(m fs.FileMode) Mode {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return ModeSymlink
+	case m&0o100 != 0:
+		return ModeExec
+	default:
+		return ModeFile
+	}
+}
+
+// String is the manifest spelling: "644", "755" or "120000".
+func (m Mode) String() string {
+	switch m {
+	case ModeFile:
+		return "644"
+	case ModeExec:
+		return "755"
+	case ModeSymlink:
+		return "120000"
+	}
+	return fmt.Sprintf("%o", uint32(m))
+}
+
+// Perm is the permission to create a regular file of this mode with.
+func (m Mode) Perm() fs.FileMode {
+	if m == ModeExec {
+		return 0o755
+	}
+	return 0o644
+}
+
+// MarshalJSON writes the mode as a string ("644").
+func (m Mode) MarshalJSON() ([]byte, error) { return json.Marshal(m.String()) }
+
+// UnmarshalJSON reads "644", "755", "120000" (and git's "100644", "100755").
+func (m *Mode) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("mode must be a string like \"644\": %w", err)
+	}
+	v, err := parseMode(s)
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+func parseMode(s string) (Mode, error) {
+	switch s {
+	case "644", "100644":
+		return ModeFile, nil
+	case "755", "100755":
+		return ModeExec, nil
+	case "120000":
+		return ModeSymlink, nil
+	}
+	return 0, fmt.Errorf("unknown mode %q: want \"644\", \"755\" or \"120000\"", s)
+}
+
+// Entry describes one tracked file or symlink. For a symlink, SHA256 and
+// Size describe the link target text and Link holds that text.
+type Entry struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	Mode   Mode   `json:"mode"`
+	Link   string `json:"link,omitempty"`
+}
+
+// Manifest records every tracked file of a tree at one point in time, keyed
+// by slash-separated path relative to the root. Its JSON form is the
+// manifest.json format: {"files": {"path": {"sha256", "size", "mode"}}}.
+type Manifest struct {
+	Files map[string]Entry `json:"files"`
+}
+
+// Paths returns the manifest's paths in sorted order.
+func (m *Manifest) Paths() []string {
+	out := make([]string, 0, len(m.Files))
+	for p := range m.Files {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Equal reports whether two manifests record the same files.
+func (m *Manifest) Equal(o *Manifest) bool {
+	if len(m.Files) != len(o.Files) {
+		return false
+	}
+	for p, e := range m.Files {
+		if oe, ok := o.Files[p]; !ok || oe != e {
+			return false
+		}
+	}
+	return true
+}
+
+// Change is one path that differs between two manifests. Before or After is
+// nil when the path is absent on that side.
+type Change struct {
+	Path   string
+	Before *Entry
+	After  *Entry
+}
+
+// Compare lists the paths that differ between before and after, sorted.
+func Compare(before, after *Manifest) []Change {
+	var out []Change
+	for p, b := range before.Files {
+		b := b
+		a, ok := after.Files[p]
+		switch {
+		case !ok:
+			out = append(out, Change{Path: p, Before: &b})
+		case a != b:
+			a := a
+			out = append(out, Change{Path: p, Before: &b, After: &a})
+		}
+	}
+	for p, a := range after.Files {
+		if _, ok := before.Files[p]; !ok {
+			a := a
+			out = append(out, Change{Path: p, After: &a})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// WriteManifest writes m as indented JSON to path, crash-safely.
+func WriteManifest(path string, m *Manifest) error {
+	data, err := MarshalManifest(m)
+	if err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	return nil
+}
+
+// MarshalManifest encodes m as manifest.json: keys sorted, two-space
+// indent, exactly what encoding/json's MarshalIndent writes, but written
+// directly (20,000 entries in a few milliseconds).
+func MarshalManifest(m *Manifest) ([]byte, error) {
+	paths := m.Paths()
+	var b bytes.Buffer
+	b.Grow(len(paths) * 160)
+	if len(paths) == 0 {
+		b.WriteString("{\n  \"files\": {}\n}\n")
+		return b.Bytes(), nil
+	}
+	b.WriteString("{\n  \"files\": {\n")
+	for i, p := range paths {
+		e := m.Files[p]
+		key, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("encode manifest: %w", err)
+		}
+		b.WriteString("    ")
+		b.Write(key)
+		b.WriteString(": {\n      \"sha256\": \"")
+		b.WriteString(e.SHA256)
+		b.WriteString("\",\n      \"size\": ")
+		b.WriteString(strconv.FormatInt(e.Size, 10))
+		b.WriteString(",\n      \"mode\": \"")
+		b.WriteString(e.Mode.String())
+		b.WriteByte('"')
+		if e.Link != "" {
+			link, err := json.Marshal(e.Link)
+			if err != nil {
+				return nil, fmt.Errorf("encode manifest: %w", err)
+			}
+			b.WriteString(",\n      \"link\": ")
+			b.Write(link)
+		}
+		b.WriteString("\n    }")
+		if i < len(paths)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("  }\n}\n")
+	return b.Bytes(), nil
+}
+
+// ReadManifest reads and validates a manifest.json file.
+func ReadManifest(path string) (*Manifest, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	m, err := UnmarshalManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// UnmarshalManifest decodes and validates manifest.json content: every path
+// must be a clean relative path and every hash 64 hex digits.
+func UnmarshalManifest(data []byte) (*Manifest, error) {
+	// Decoded with a plain string mode (a custom unmarshaler per entry
+	// makes encoding/json several times slower), then converted.
+	var raw struct {
+		Files map[string]struct {
+			SHA256 string `json:"sha256"`
+			Size   int64  `json:"size"`
+			Mode   string `json:"mode"`
+			Link   string `json:"link"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("decode manifest JSON: %w (the file is corrupt; restore it from backup)", err)
+	}
+	if raw.Files == nil {
+		return nil, errors.New(`manifest has no "files" object (the file is corrupt or not a manifest)`)
+	}
+	m := Manifest{Files: make(map[string]Entry, len(raw.Files))}
+	for p, r := range raw.Files {
+		mode, err := parseMode(r.Mode)
+		if err != nil {
+			return nil, fmt.Errorf("manifest entry %q: %w", p, err)
+		}
+		m.Files[p] = Entry{SHA256: r.SHA256, Size: r.Size, Mode: mode, Link: r.Link}
+	}
+	for p, e := range m.Files {
+		if err := fsutil.CheckRelPath(p); err != nil {
+			return nil, fmt.Errorf("manifest entry: %w", err)
+		}
+		if !isHexHash(e.SHA256) {
+			return nil, fmt.Errorf("manifest entry %q: sha256 %q is not 64 lowercase hex digits", p, e.SHA256)
+		}
+		if e.Size < 0 {
+			return nil, fmt.Errorf("manifest entry %q: negative size", p)
+		}
+		if (e.Mode == ModeSymlink) != (e.Link != "") && !(e.Mode == ModeSymlink && e.Size == 0) {
+			return nil, fmt.Errorf("manifest entry %q: \"link\" must be set exactly for mode 120000", p)
+		}
+	}
+	return &m, nil
+}
+
+func isHexHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,313 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/decreehq/decree/pkg/checkpoint/ignore"
+)
+
+// bufferLimit is the largest file hashed from memory; larger files are
+// streamed through the hash and the compressor.
+const bufferLimit = 4 << 20
+
+// racyWindow is far above the timestamp granularity of local Linux file
+// systems (a scheduler tick) and that of most network ones (1 s).
+const racyWindow = 2 * time.Second
+
+type hashJob struct {
+	rel string
+	abs string
+	key statKey
+}
+
+type resultKind int
+
+const (
+	hashed resultKind = iota
+	cacheHit
+	symlink
+)
+
+type hashResult struct {
+	rel   string
+	entry Entry
+	sum   [32]byte
+	key   statKey
+	bytes int64
+	kind  resultKind
+	store bool
+	err   error
+}
+
+// Snapshot walks root and returns its manifest, storing the content of every
+// file not yet in the store. Unchanged files (same stat data as in the stat
+// cache) are not read.
+func (c *Checkpointer) Snapshot(ctx context.Context, root string) (*Manifest, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapshot(ctx, root, true)
+}
+
+// snapshot walks root. With store unset it only hashes: nothing is added to
+// the store, and the stat cache is used but not updated (a cache entry
+// promises that its blob is stored).
+func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*Manifest, error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: project root: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("snapshot: project root %s is not a directory", root)
+	}
+	if abs, err := filepath.Abs(root); err == nil {
+		root = abs
+	}
+	// The cache loads while the walk starts reading directories.
+	var cache *statCache
+	cacheReady := make(chan struct{})
+	go func() {
+		defer close(cacheReady)
+		var err error
+		if cache, err = loadStatCache(c.cachePath, root); err != nil {
+			c.log.Warn("checkpoint stat cache unusable, rehashing the tree", "err", err)
+		}
+	}()
+	defer func() { <-cacheReady }()
+	// Racy-clean rule: a file modified less than racyWindow before the scan
+	// began may change again within one timestamp tick without its stat
+	// data changing, so its hash is used but not cached.
+	stamp := time.Now().Add(-racyWindow).UnixNano()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := &Manifest{}
+	// The next cache is built only when something changed: hits are just
+	// counted, fresh entries collected.
+	var fresh, hits []string
+	var freshEntries []cacheEntry
+	var recordAll func([]hashResult)
+	var recordLocked func(hashResult)
+	var (
+		st       Stats
+		mu       sync.Mutex // guards m, fresh, st, firstErr
+		firstErr error
+	)
+	record := func(r hashResult) { recordAll([]hashResult{r}) }
+	recordAll = func(rs []hashResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Files == nil {
+			m.Files = make(map[string]Entry, len(cache.entries)+len(rs))
+		}
+		for _, r := range rs {
+			recordLocked(r)
+		}
+	}
+	recordLocked = func(r hashResult) {
+		if r.err != nil {
+			if firstErr == nil {
+				firstErr = r.err
+				cancel()
+			}
+			return
+		}
+		m.Files[r.rel] = r.entry
+		switch r.kind {
+		case cacheHit:
+			st.CacheHits++
+			hits = append(hits, r.rel)
+		case hashed:
+			st.Hashed++
+			st.HashedBytes += r.bytes
+			if r.store {
+				st.Stored++
+			}
+			if r.key.mtime < stamp && store {
+				fresh = append(fresh, r.rel)
+				freshEntries = append(freshEntries, cacheEntry{key: r.key, sum: r.sum})
+			}
+		}
+	}
+	var pw *packWriter
+	if store {
+		pw = c.store.newPackWriter()
+		defer pw.abort()
+	}
+	jobs := make(chan hashJob, 4*c.workers)
+	var wg sync.WaitGroup
+	for i := 0; i < c.workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if ctx.Err() == nil {
+					record(c.hashOne(j, pw))
+				}
+			}
+		}()
+	}
+	walkErr := ignore.WalkConcurrent(ctx, root, c.workers, func(batch []ignore.File) error {
+		<-cacheReady
+		done := make([]hashResult, 0, len(batch))
+		for _, f := range batch {
+			rel, info := f.Rel, f.Info
+			if info.Mode()&fs.ModeSymlink != 0 {
+				abs := filepath.Join(root, filepath.FromSlash(rel))
+				target, err := os.Readlink(abs)
+				if err != nil {
+					return fmt.Errorf("snapshot: read symlink %s: %w", abs, err)
+				}
+				sum := sha256.Sum256([]byte(target))
+				done = append(done, hashResult{rel: rel, entry: Entry{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(target)), Mode: ModeSymlink, Link: target}, kind: symlink})
+				continue
+			}
+			key := keyOf(info)
+			if ce, ok := cache.entries[rel]; ok && ce.key == key {
+				done = append(done, hashResult{rel: rel, entry: Entry{SHA256: hex.EncodeToString(ce.sum[:]), Size: key.size, Mode: ModeOf(info.Mode())}, key: key, sum: ce.sum, kind: cacheHit})
+				continue
+			}
+			select {
+			case jobs <- hashJob{rel: rel, abs: filepath.Join(root, filepath.FromSlash(rel)), key: key}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		recordAll(done)
+		return nil
+	})
+	close(jobs)
+	wg.Wait()
+	changed := st.Hashed > 0
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if walkErr != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", root, walkErr)
+	}
+	if m.Files == nil {
+		m.Files = map[string]Entry{}
+	}
+	st.Files = len(m.Files)
+	if !store {
+		return m, nil
+	}
+	c.stats = st
+	if err := pw.finish(!c.noSync); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", root, err)
+	}
+	<-cacheReady
+	if c.cachePath != "" && (changed || st.CacheHits != len(cache.entries)) {
+		next := &statCache{root: root, entries: make(map[string]cacheEntry, len(m.Files))}
+		for _, p := range hits {
+			next.entries[p] = cache.entries[p]
+		}
+		for i, p := range fresh {
+			next.entries[p] = freshEntries[i]
+		}
+		if err := next.save(c.cachePath); err != nil {
+			c.log.Warn("checkpoint stat cache not saved; the next snapshot rereads files", "err", err)
+		}
+	}
+	return m, nil
+}
+
+var blobBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// hashOne reads, hashes and stores one regular file.
+func (c *Checkpointer) hashOne(j hashJob, pw *packWriter) hashResult {
+	r := hashResult{rel: j.rel, key: j.key}
+	fail := func(err error) hashResult {
+		r.err = fmt.Errorf("snapshot: read %s: %w (make it readable, or list it in .decreeignore)", j.abs, err)
+		return r
+	}
+	if j.key.size > bufferLimit {
+		var sum string
+		var size int64
+		var stored bool
+		var err error
+		if pw != nil {
+			sum, size, stored, err = c.store.putFile(j.abs, !c.noSync)
+		} else {
+			sum, size, err = hashFileStream(j.abs)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		raw, _ := hex.DecodeString(sum)
+		copy(r.sum[:], raw)
+		r.bytes = size
+		r.store = stored
+		r.entry = Entry{SHA256: sum, Size: size, Mode: ModeOf(fs.FileMode(j.key.mode))}
+		return r
+	}
+	f, err := os.Open(j.abs)
+	if err != nil {
+		return fail(err)
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := (*bp)[:0]
+	if int64(cap(buf)) < j.key.size+512 {
+		buf = make([]byte, 0, j.key.size+512)
+	}
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return fail(err)
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+	f.Close()
+	*bp = buf
+	r.sum = sha256.Sum256(buf)
+	sum := hex.EncodeToString(r.sum[:])
+	r.bytes = int64(len(buf))
+	if pw != nil && !c.store.Has(sum) {
+		cb := blobBufPool.Get().(*bytes.Buffer)
+		stored, err := pw.add(r.sum, compressBlob(buf, cb))
+		blobBufPool.Put(cb)
+		if err != nil {
+			r.err = fmt.Errorf("snapshot %s: %w", j.rel, err)
+			return r
+		}
+		r.store = stored
+	}
+	if int64(len(buf)) != j.key.size {
+		r.key.mtime = 1<<63 - 1 // changed while reading: never cache
+	}
+	r.entry = Entry{SHA256: sum, Size: int64(len(buf)), Mode: ModeOf(fs.FileMode(j.key.mode))}
+	return r
+}
+
+func hashFileStream(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
