@@ -25,6 +25,7 @@ import (
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
 	"github.com/decreehq/decree/controller/pipeline"
+	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/rpc"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
@@ -54,6 +55,18 @@ type Options struct {
 	Poll time.Duration
 	// ServerOptions are added to the gRPC server (credentials, limits).
 	ServerOptions []grpc.ServerOption
+	// MaxBlobSize is the largest file a replica worker may send back
+	// (replica.DefaultMaxBlobSize, 1 GiB, when zero).
+	MaxBlobSize int64
+	// NoProcessing serves the API without running the processing loop:
+	// queued messages stay queued. decreectl uses it for an embedded
+	// controller behind commands that only inspect or edit the project
+	// (status, runs, requeue, ...), so that such a command never starts a
+	// routine it would have to interrupt when it exits.
+	NoProcessing bool
+	// StartPaused holds the processing loop until the first message is
+	// submitted or a process job starts (see pipeline.Deps.Paused).
+	StartPaused bool
 }
 
 // Controller serves one project.
@@ -141,10 +154,14 @@ func (c *Controller) open() error {
 	if err != nil {
 		return err
 	}
+	rep, err := replica.New(replica.Options{Root: root, Objects: cp.Store(), Leases: leases, MaxBlobSize: c.opts.MaxBlobSize, Logger: c.log})
+	if err != nil {
+		return err
+	}
 	sch := sched.New(st, sched.Options{MaxDepth: cfg.MaxDepth, Logger: c.log})
 	c.pipe = pipeline.New(pipeline.Deps{
 		Store: st, Sched: sch, Events: ev, Leases: leases, Checkpoints: cp, Logs: book,
-		Config: c.config, Logger: c.log, Poll: c.opts.Poll,
+		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
 	})
 	c.server = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
@@ -152,7 +169,7 @@ func (c *Controller) open() error {
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
 		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Config: c.config, Version: Version,
 	}))
-	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases))
+	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep))
 	c.health = health.NewServer()
 	healthpb.RegisterHealthServer(c.server, c.health)
 	reflection.Register(c.server)
@@ -236,6 +253,10 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
+		if c.opts.NoProcessing {
+			<-ctx.Done()
+			return
+		}
 		if err := c.pipe.Run(ctx); err != nil {
 			c.log.Error("processing loop", "err", err)
 		}

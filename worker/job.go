@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -101,7 +102,14 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 	go w.fence(jobCtx, token, cancel)
 	log.Info("assignment started")
 	start := time.Now()
-	res, err := w.execute(jobCtx, a, out)
+	var res *Result
+	var rep *replicaOutcome
+	var err error
+	if w.needsSync(a) {
+		res, rep, err = w.executeReplica(jobCtx, drain, a, out, log)
+	} else {
+		res, err = w.execute(jobCtx, a, out)
+	}
 	_ = buf.Close()
 	if err != nil {
 		res = &Result{Status: &decreev1.ExitStatus{ExitCode: -1, Error: err.Error()}}
@@ -129,6 +137,7 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 	if a.GetMessageId() == "" {
 		req.LogSizes = nil
 	}
+	rep.fill(req)
 	w.complete(drain, log, req)
 }
 
@@ -166,6 +175,9 @@ func writeRunFiles(ws string, a *decreev1.Assignment) error {
 		full, err := fsutil.ConfinedJoin(ws, path.Join(dir, f.GetName()))
 		if err != nil {
 			return fmt.Errorf("place run file %s of %s: %w", f.GetName(), a.GetMessageId(), err)
+		}
+		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, f.GetContent()) {
+			continue // a worker in the controller's tree finds the files in place
 		}
 		if err := fsutil.WriteFileAtomic(full, f.GetContent(), 0o644); err != nil {
 			return fmt.Errorf("place run file of %s: %w", a.GetMessageId(), err)

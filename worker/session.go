@@ -13,10 +13,6 @@ import (
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
-// ErrReplicaUnsupported is returned by Run when the controller reports that
-// the worker's workspace is not its own project tree.
-var ErrReplicaUnsupported = errors.New("replica workspaces are not supported yet")
-
 // fatalError marks a session failure that reconnecting cannot cure.
 type fatalError struct{ err error }
 
@@ -75,9 +71,11 @@ func (w *worker) session(ctx context.Context) (healthy bool, _ error) {
 		}
 		return false, fmt.Errorf("register with controller %s: %w", w.opts.Controller, err)
 	}
+	w.inPlace.Store(resp.GetInPlace())
 	if !resp.GetInPlace() {
-		return false, fatalError{fmt.Errorf("%w: the controller at %s does not share workspace %s (its .decree/instance-id is %q); run the worker in the controller's project directory",
-			ErrReplicaUnsupported, w.opts.Controller, w.workspace, instance)}
+		if _, err := w.openReplica(); err != nil {
+			return false, fatalError{fmt.Errorf("workspace %s is a replica of the controller's project, but it cannot be kept: %w", w.workspace, err)}
+		}
 	}
 	sid := resp.GetSessionId()
 	w.leaseTTL.Store(int64(resp.GetLeaseTtl().AsDuration()))

@@ -28,10 +28,12 @@
 // worker resumes its identity. Two workers sharing one workspace must
 // therefore be given distinct ids explicitly.
 //
-// Workspaces. Only in-place workers (the worker's workspace is the
-// controller's own project tree, proven by <workspace>/.decree/instance-id)
-// are supported for now; when the controller reports the workspace is a
-// replica, Run stops with an error saying so.
+// Workspaces. A worker whose workspace is the controller's own project
+// tree (proven by <workspace>/.decree/instance-id) works in place. Any
+// other workspace is kept as a replica (package worker/replica): before
+// each routine or hook it is brought to the controller's manifest, and
+// afterwards its manifest, new contents and returned files (follow-ups,
+// run-directory artifacts) go back with the result.
 package worker
 
 import (
@@ -54,6 +56,7 @@ import (
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	wbackoff "github.com/decreehq/decree/worker/backoff"
+	"github.com/decreehq/decree/worker/replica"
 )
 
 // Version is reported to the controller when Options.Version is empty.
@@ -195,6 +198,9 @@ type worker struct {
 	leases    *leaseSet
 	queue     chan *decreev1.Assignment
 	leaseTTL  atomic.Int64 // from the latest registration; 0 = unknown
+	inPlace   atomic.Bool  // from the latest registration
+	repMu     sync.Mutex
+	rep       *replica.Replica // the replica state, once the controller said the workspace is one
 }
 
 func newWorker(opts Options) (*worker, error) {

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -435,14 +434,31 @@ func TestRouter(t *testing.T) {
 	}
 }
 
-func TestReplicaWorkspaceRefused(t *testing.T) {
-	ws := workspace(t, nil)
+// TestReplicaSyncFailureReturnsNothing: a worker whose workspace is a
+// replica keeps serving (it no longer refuses), and when the replica cannot
+// be brought up to date (this fake controller has no replica service) the
+// routine does not run and the report says so without a workspace, so the
+// controller leaves its tree alone.
+func TestReplicaSyncFailureReturnsNothing(t *testing.T) {
+	requireTool(t, "bash")
+	ws := workspace(t, map[string]string{"touch": "#!/bin/bash\necho ran > ran.txt\n"})
 	fake := newFakeController()
 	fake.inPlace = false
 	startServer(t, sockOf(ws), fake)
-	err := worker.Run(context.Background(), worker.Options{Workspace: ws})
-	if !errors.Is(err, worker.ErrReplicaUnsupported) || !strings.Contains(err.Error(), "project directory") {
-		t.Fatalf("Run = %v, want ErrReplicaUnsupported with advice", err)
+	a := routineAssignment("tok-replica", "touch")
+	a.ManifestDigest = strings.Repeat("ab", 32)
+	a.Routine.Content = []byte("#!/bin/bash\necho ran > ran.txt\n")
+	fake.assign(a)
+	runWorker(t, worker.Options{Workspace: ws})
+	c := waitCompletion(t, fake, 20*time.Second)
+	if c.GetStatus().GetExitCode() != -1 || !strings.Contains(c.GetStatus().GetError(), "up to date") {
+		t.Errorf("status = %v, want exit -1 and an error about bringing the replica up to date", c.GetStatus())
+	}
+	if c.GetWorkspaceReturned() || len(c.GetWorkspaceManifest()) != 0 {
+		t.Errorf("workspace returned = %v with %d entries, want nothing", c.GetWorkspaceReturned(), len(c.GetWorkspaceManifest()))
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+		t.Error("the routine ran although the replica was not synced")
 	}
 }
 

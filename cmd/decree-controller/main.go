@@ -1,7 +1,17 @@
 // Command decree-controller serves one decree project: it owns the
 // project's inbox, chains, checkpoints and retry state, and waits for
 // workers (decree-worker) and clients (decreectl) on the project's unix
-// socket, .decree/decree.sock (mode 0600).
+// socket, .decree/decree.sock (mode 0600, no token), and, with --listen, on
+// TCP too: TLS (--tls-cert, --tls-key, and --tls-client-ca for mutual TLS)
+// or, on a loopback address only, plain text with --insecure; every TCP call
+// carries a bearer token, the client token (--client-token-file) for
+// ControllerService, the worker token (--worker-token-file) for
+// WorkerService. See controller/auth for the rules and deploy/README.md for
+// a set-up with workers on other machines.
+//
+// Once serving, it prints one line per listener on standard output,
+// "listening on ADDRESS" (the unix socket's path, then each TCP address as
+// bound, so --listen 127.0.0.1:0 reveals its port).
 package main
 
 import (
@@ -9,45 +19,124 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/decreehq/decree/controller"
+	"github.com/decreehq/decree/controller/auth"
 )
+
+// Lease TTL bounds: below a second, heartbeats (a third of the TTL) would
+// flood the controller; above ten minutes a lost worker holds up the chain
+// for too long.
+const (
+	minLeaseTTL = time.Second
+	maxLeaseTTL = 10 * time.Minute
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
 	os.Exit(run())
 }
 
 func run() int {
-	project := flag.String("project", ".", "project directory (the one holding .decree/)")
-	leaseTTL := flag.Duration("lease-ttl", 10*time.Second, "how long a worker's lease lives without a heartbeat")
-	verbose := flag.Bool("verbose", false, "log debug detail")
+	var (
+		listen   listFlag
+		tcp      auth.Config
+		project  = flag.String("project", ".", "project directory (the one holding .decree/)")
+		leaseTTL = flag.Duration("lease-ttl", 10*time.Second, "how long a worker's lease lives without a heartbeat; a worker silent this long loses its attempt (\"worker lost\") and the retry rules go on")
+		verbose  = flag.Bool("verbose", false, "log debug detail")
+	)
+	flag.Var(&listen, "listen", "also serve TCP on HOST:PORT (repeatable); needs TLS, or --insecure on loopback, and tokens")
+	flag.StringVar(&tcp.CertFile, "tls-cert", "", "TLS certificate (PEM) for --listen; re-read when the file changes")
+	flag.StringVar(&tcp.KeyFile, "tls-key", "", "TLS private key (PEM) for --listen")
+	flag.StringVar(&tcp.ClientCAFile, "tls-client-ca", "", "CA bundle (PEM) for mutual TLS: TCP clients must present a certificate it signed")
+	flag.StringVar(&tcp.ClientTokenFile, "client-token-file", "", "file holding the token decreectl presents on TCP (ControllerService); must not be readable by other users")
+	flag.StringVar(&tcp.WorkerTokenFile, "worker-token-file", "", "file holding the token decree-worker presents on TCP (WorkerService); must not be readable by other users")
+	flag.BoolVar(&tcp.Insecure, "insecure", false, "allow --listen without TLS, on a loopback address only (tokens are still required)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "decree-controller: unexpected arguments %q; see -help\n", flag.Args())
+		return 2
+	}
+	tcp.Listen = listen
+	if err := checkLeaseTTL(*leaseTTL); err != nil {
+		fmt.Fprintln(os.Stderr, "decree-controller:", err)
+		return 2
+	}
+	if err := tcp.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "decree-controller:", err)
+		return 2
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	c, err := controller.New(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "decree-controller:", err)
-		return 1
-	}
-	defer c.Close()
-	lis, err := controller.ListenUnix(c.Store().Root())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "decree-controller:", err)
-		return 1
-	}
-	log.Info("serving", "project", c.Store().Root(), "socket", lis.Addr().String())
-	if err := c.Serve(ctx, lis); err != nil {
+	if err := serve(*project, *leaseTTL, tcp, log); err != nil {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 1
 	}
 	return 0
+}
+
+func checkLeaseTTL(d time.Duration) error {
+	if d < minLeaseTTL || d > maxLeaseTTL {
+		return fmt.Errorf("--lease-ttl %s is out of range: use %s to %s (default 10s)", d, minLeaseTTL, maxLeaseTTL)
+	}
+	return nil
+}
+
+func serve(project string, leaseTTL time.Duration, tcp auth.Config, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := auth.Limits()
+	var guard *auth.Guard
+	if len(tcp.Listen) > 0 {
+		g, err := auth.New(tcp, log)
+		if err != nil {
+			return err
+		}
+		guard = g
+		opts = append(opts, g.ServerOptions()...)
+	}
+	c, err := controller.New(controller.Options{Root: project, Logger: log, LeaseTTL: leaseTTL, ServerOptions: opts})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lis, err := listeners(c.Store().Root(), guard)
+	if err != nil {
+		return err
+	}
+	for _, l := range lis {
+		fmt.Printf("listening on %s\n", l.Addr())
+	}
+	log.Info("serving", "project", c.Store().Root(), "listeners", len(lis), "lease_ttl", leaseTTL)
+	return c.Serve(ctx, lis...)
+}
+
+// listeners opens the unix socket and, with a guard, the TCP listeners.
+func listeners(root string, guard *auth.Guard) ([]net.Listener, error) {
+	unix, err := controller.ListenUnix(root)
+	if err != nil {
+		return nil, err
+	}
+	if guard == nil {
+		return []net.Listener{unix}, nil
+	}
+	tcp, err := guard.Listen()
+	if err != nil {
+		unix.Close()
+		return nil, err
+	}
+	return append([]net.Listener{unix}, tcp...), nil
 }

@@ -3,6 +3,16 @@
 // registers, and runs the routines, hooks and router calls it is given until
 // it receives SIGINT or SIGTERM, when it stops the current routine
 // gracefully, reports it, and exits.
+//
+// A controller on another machine is reached over TCP with --controller
+// HOST:PORT: TLS by default (--tls-ca names the CA that signed the
+// controller's certificate; --tls-cert and --tls-key give a client
+// certificate when the controller requires mutual TLS), or plain text with
+// --insecure, allowed only to a loopback address. TCP needs the worker token:
+// --token-file, else $DECREE_TOKEN_FILE, else $DECREE_TOKEN. A unix socket
+// needs neither. The connection is kept with keepalive pings and
+// re-established with backoff and jitter; a refused token stops the worker
+// with the controller's message.
 package main
 
 import (
@@ -15,6 +25,9 @@ import (
 	"strings"
 	"syscall"
 
+	"google.golang.org/grpc"
+
+	"github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/worker"
 )
 
@@ -29,7 +42,12 @@ func main() {
 
 func run() int {
 	var (
-		controller = flag.String("controller", "", "controller address: unix:///path/.decree/decree.sock, a socket path, or host:port (default: the unix socket of --workspace)")
+		controller = flag.String("controller", os.Getenv("DECREE_CONTROLLER"), "controller address: unix:///path/.decree/decree.sock, a socket path, or host:port (env DECREE_CONTROLLER; default: the unix socket of --workspace)")
+		tokenFile  = flag.String("token-file", "", "file holding the worker token, for a TCP controller (else env DECREE_TOKEN_FILE, or DECREE_TOKEN with the value); must not be readable by other users")
+		tlsCA      = flag.String("tls-ca", "", "CA bundle (PEM) that signed the controller's certificate (default: the system's CAs)")
+		tlsCert    = flag.String("tls-cert", "", "client certificate (PEM), when the controller requires mutual TLS")
+		tlsKey     = flag.String("tls-key", "", "client certificate's key (PEM)")
+		insecure   = flag.Bool("insecure", false, "plain TCP without TLS; allowed only to a loopback address")
 		workspace  = flag.String("workspace", ".", "project directory to work in")
 		id         = flag.String("id", "", "worker id (default: kept in <workspace>/.decree/worker-id)")
 		verbose    = flag.Bool("verbose", false, "log debug details")
@@ -51,17 +69,33 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "decree-worker: %v\n", err)
 		return 2
 	}
+	var dialOpts []grpc.DialOption
+	if *controller != "" && !auth.IsUnixTarget(*controller) {
+		token, err := auth.ResolveToken(*tokenFile, os.Getenv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "decree-worker: %v\n", err)
+			return 2
+		}
+		dialOpts, err = auth.DialOptions(*controller, auth.ClientOptions{
+			Token: token, CAFile: *tlsCA, CertFile: *tlsCert, KeyFile: *tlsKey, Insecure: *insecure,
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "decree-worker: %v\n", err)
+			return 2
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first signal the worker stops gracefully; a second one
 	// gets the default behaviour (exit at once).
 	context.AfterFunc(ctx, stop)
 	err = worker.Run(ctx, worker.Options{
-		Controller: *controller,
-		Workspace:  *workspace,
-		WorkerID:   *id,
-		Labels:     parsed,
-		Logger:     log,
+		Controller:  *controller,
+		DialOptions: dialOpts,
+		Workspace:   *workspace,
+		WorkerID:    *id,
+		Labels:      parsed,
+		Logger:      log,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "decree-worker: %v\n", err)

@@ -82,6 +82,10 @@ type Result struct {
 	// Files and Manifest come back from replica workers.
 	Files    []*decreev1.ReturnedFile
 	Manifest []*decreev1.FileEntry
+	// WorkspaceReturned is set when a replica worker sent its tree after
+	// the run (Manifest is then authoritative, even when empty). It is
+	// never set for in-place workers.
+	WorkspaceReturned bool
 	// LogSizes are the byte counts the worker reported per stream.
 	LogSizes map[string]uint64
 	// WorkerID is the worker that held the lease.

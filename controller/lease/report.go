@@ -38,8 +38,11 @@ func (m *Manager) Complete(req *decreev1.CompleteAssignmentRequest) (*decreev1.C
 			Output:   req.GetOutput(),
 			Files:    req.GetFiles(),
 			Manifest: req.GetWorkspaceManifest(),
-			LogSizes: maps.Clone(req.GetLogSizes()),
-			WorkerID: l.sess.req.GetWorkerId(),
+			// Only a replica's tree is taken; an in-place worker already
+			// changed the controller's tree itself.
+			WorkspaceReturned: req.GetWorkspaceReturned() && !l.sess.inPlace,
+			LogSizes:          maps.Clone(req.GetLogSizes()),
+			WorkerID:          l.sess.req.GetWorkerId(),
 		}
 		for _, stream := range slices.Sorted(maps.Keys(req.GetLogSizes())) {
 			if l.a.GetMessageId() == "" || l.a.GetAttempt() < 1 {

@@ -65,9 +65,6 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 		} else {
 			exitCode = int(status.GetExitCode())
 			errText = status.GetError()
-			if exitCode != 0 && errText == "" {
-				errText = fmt.Sprintf("exit code %d", exitCode)
-			}
 		}
 		if hookErr := p.runMessageHook(ctx, cfg, e, run, "afterEach", a.N, exitCode, a.N == max); hookErr != "" {
 			p.warn(ctx, e.ID, "afterEach hook failed: "+hookErr)
@@ -75,6 +72,12 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 	}
 	if exitCode == 0 && errText == "" {
 		res.ok = true
+	}
+	// An attempt that printed nothing still has its (empty) log.
+	if lp, err := st.LogPath(e.ID, a.N, "routine"); err == nil {
+		if f, err := os.OpenFile(lp, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			f.Close()
+		}
 	}
 	if err := p.writeDiff(ctx, run, manifest, a.N); err != nil {
 		p.warn(ctx, e.ID, err.Error())
@@ -145,7 +148,15 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 	if settings.TimeoutS > 0 {
 		a.Timeout = durationpb.New(time.Duration(settings.TimeoutS) * time.Second)
 	}
-	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), Labels: settings.Requires, InPlace: true})
+	rs, err := p.prepareReplica(ctx, a)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rs.done()
+	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), Labels: settings.Requires, InPlace: p.inPlaceOnly()})
+	if aerr := p.applyReplica(ctx, rs, &e, run, res); aerr != nil && err == nil {
+		return nil, res.WorkerID, aerr
+	}
 	if err != nil {
 		return res.Status, res.WorkerID, fmt.Errorf("run routine %s: %w", rt.Name, err)
 	}

@@ -50,7 +50,7 @@ func (p *Pipeline) runMessageHook(ctx context.Context, cfg *config.Config, e sto
 	if hook == "afterEach" {
 		env["DECREE_FINAL_ATTEMPT"] = strconv.FormatBool(final)
 	}
-	return p.runHook(ctx, cfg, hook, name, &e, env, attempt)
+	return p.runHook(ctx, cfg, hook, name, &e, run, env, attempt)
 }
 
 // runBatchHook runs beforeAll or afterAll; a failure is a warning.
@@ -60,12 +60,12 @@ func (p *Pipeline) runBatchHook(ctx context.Context, cfg *config.Config, hook st
 		return
 	}
 	env := map[string]string{"DECREE_HOOK": hook, "DECREE_TRIGGER": "inbox"}
-	if msg := p.runHook(ctx, cfg, hook, name, nil, env, 0); msg != "" {
+	if msg := p.runHook(ctx, cfg, hook, name, nil, nil, env, 0); msg != "" {
 		p.warn(ctx, "", fmt.Sprintf("%s hook failed: %s", hook, msg))
 	}
 }
 
-func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name string, e *store.Entry, env map[string]string, attempt int) string {
+func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name string, e *store.Entry, run *store.Run, env map[string]string, attempt int) string {
 	rt, err := p.library(cfg).Resolve(name)
 	if err != nil {
 		return fmt.Sprintf("hook %s (%s): %v", hook, name, err)
@@ -84,7 +84,15 @@ func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name s
 		a.Params, a.MessageId, a.MessageDir = params, e.ID, params["message_dir"]
 		id, chain = e.ID, e.Chain
 	}
-	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), InPlace: true})
+	rs, err := p.prepareReplica(ctx, a)
+	if err != nil {
+		return err.Error()
+	}
+	defer rs.done()
+	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), InPlace: p.inPlaceOnly()})
+	if aerr := p.applyReplica(ctx, rs, e, run, res); aerr != nil && err == nil {
+		err = aerr
+	}
 	var msg string
 	code := int32(res.Status.GetExitCode())
 	switch {

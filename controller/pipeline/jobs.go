@@ -27,16 +27,30 @@ type Migration struct {
 	Processed bool
 }
 
-// job is one ProcessMigrations run: the migrations still to start, the
-// root message in progress, and whether to stop at a failure.
+// job is one ProcessMigrations run: the messages already queued when it
+// started (drained first: their chains are older), the migrations still to
+// start, the root message in progress, and whether to stop at a failure.
 type job struct {
 	id        string
+	drain     map[string]bool // chains queued in the inbox when the job started
+	drainDead int             // messages of those chains dead-lettered since
+	// drainBad are the inbox files that were unreadable when the job
+	// started (no chain yet): they are dead-lettered as the job runs.
+	drainBad  map[string]bool
 	pending   []string
 	current   string // message id of the running migration's root message
 	chain     string
 	migration string
 	failed    []string
 	stop      bool
+	// starting is true while ProcessMigrations queues the first
+	// migration; the loop leaves such a job alone.
+	starting bool
+}
+
+// owns reports whether events of chain belong to the job. p.mu is held.
+func (j *job) owns(chain string) bool {
+	return chain != "" && (chain == j.chain || j.drain[chain])
 }
 
 // Migrations lists the migrations in file-name order with their state.
@@ -61,10 +75,11 @@ func (p *Pipeline) Migrations(cfg *config.Config) ([]Migration, error) {
 	return out, nil
 }
 
-// ProcessMigrations starts a job that runs every unprocessed migration in
-// order (unless dryRun). It returns the migrations, the job id ("" when
-// nothing is pending or for a dry run) and the event sequence to watch
-// from.
+// ProcessMigrations starts a job that first drains the messages already
+// queued in the inbox (a requeued dead letter, a file dropped in by hand),
+// then runs every unprocessed migration in order (unless dryRun). It
+// returns the migrations, the job id ("" when nothing is queued or pending
+// or for a dry run) and the event sequence to watch from.
 func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migration, string, uint64, error) {
 	cfg, err := p.d.Config()
 	if err != nil {
@@ -84,7 +99,20 @@ func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migrat
 			pending = append(pending, m.File)
 		}
 	}
-	if len(pending) == 0 {
+	queued, err := p.d.Store.ListInbox()
+	if err != nil {
+		return nil, "", 0, err
+	}
+	drain, bad := map[string]bool{}, map[string]bool{}
+	for _, e := range queued {
+		switch {
+		case e.Chain != "":
+			drain[e.Chain] = true
+		case e.Err != nil:
+			bad[e.File] = true
+		}
+	}
+	if len(pending) == 0 && len(drain) == 0 && len(bad) == 0 {
 		return migs, "", seq, nil
 	}
 	p.mu.Lock()
@@ -92,15 +120,24 @@ func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migrat
 		p.mu.Unlock()
 		return nil, "", 0, fmt.Errorf("%w: process job %s is still running; wait for it to finish", ErrBusy, j.id)
 	}
-	j := &job{id: newJobID(), pending: pending, stop: cfg.OnMigrationFailure != "continue"}
+	j := &job{id: newJobID(), drain: drain, drainBad: bad, pending: pending, stop: cfg.OnMigrationFailure != "continue", starting: len(pending) > 0}
 	p.jobs[j.id] = j
 	p.mu.Unlock()
+	if len(pending) == 0 {
+		p.Resume()
+		p.Wake()
+		return migs, j.id, seq, nil
+	}
 	if err := p.startNextMigration(ctx, cfg, j); err != nil {
 		p.mu.Lock()
 		delete(p.jobs, j.id)
 		p.mu.Unlock()
 		return nil, "", 0, err
 	}
+	p.mu.Lock()
+	j.starting = false
+	p.mu.Unlock()
+	p.Resume()
 	p.Wake()
 	return migs, j.id, seq, nil
 }
@@ -136,16 +173,22 @@ func (p *Pipeline) advanceJobs(ctx context.Context) {
 	p.mu.Lock()
 	var ready []*job
 	for _, j := range p.jobs {
-		ready = append(ready, j)
+		if !j.starting {
+			ready = append(ready, j)
+		}
 	}
 	p.mu.Unlock()
 	for _, j := range ready {
-		if !p.chainDone(j.chain) {
-			continue
-		}
-		outcome := p.rootOutcome(j.current)
-		if outcome != store.OutcomeSucceeded {
-			j.failed = append(j.failed, j.migration)
+		if j.current != "" {
+			if !p.chainDone(j.chain) {
+				continue
+			}
+			if p.rootOutcome(j.current) != store.OutcomeSucceeded {
+				j.failed = append(j.failed, j.migration)
+			}
+			p.mu.Lock()
+			j.current = ""
+			p.mu.Unlock()
 		}
 		cfg, err := p.d.Config()
 		if err != nil {
@@ -155,16 +198,61 @@ func (p *Pipeline) advanceJobs(ctx context.Context) {
 		switch {
 		case len(j.failed) > 0 && j.stop:
 			p.endJob(ctx, j, 1, fmt.Sprintf("migration %s was dead-lettered; stopping (on_migration_failure: stop); %d migration(s) not started", j.migration, len(j.pending)))
-		case len(j.pending) == 0 && len(j.failed) > 0:
-			p.endJob(ctx, j, 1, fmt.Sprintf("%d migration(s) dead-lettered: %s", len(j.failed), strings.Join(j.failed, ", ")))
-		case len(j.pending) == 0:
-			p.endJob(ctx, j, 0, "every migration succeeded")
-		default:
+		case len(j.pending) > 0:
 			if err := p.startNextMigration(ctx, cfg, j); err != nil {
 				p.endJob(ctx, j, 1, err.Error())
 			}
+		case !p.chainsDone(j.drain) || p.badPending(j):
+			// queued messages of older chains are still running
+		case len(j.failed) > 0:
+			p.endJob(ctx, j, 1, fmt.Sprintf("%d migration(s) dead-lettered: %s", len(j.failed), strings.Join(j.failed, ", ")))
+		case p.drainDead(j) > 0:
+			p.endJob(ctx, j, 1, fmt.Sprintf("%d queued message(s) dead-lettered; see .decree/inbox/dead/", p.drainDead(j)))
+		case j.migration == "":
+			p.endJob(ctx, j, 0, "every queued message succeeded")
+		default:
+			p.endJob(ctx, j, 0, "every migration succeeded")
 		}
 	}
+}
+
+// rejectedInJob returns the job a message rejected by the scheduler belongs
+// to when it has no chain (an unreadable file queued before the job
+// started), counting it as one of the job's dead letters.
+func (p *Pipeline) rejectedInJob(chain, file string) string {
+	if chain != "" {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, j := range p.jobs {
+		if j.drainBad[file] {
+			delete(j.drainBad, file)
+			j.drainDead++
+			return j.id
+		}
+	}
+	return ""
+}
+
+// badPending reports whether an unreadable file the job counts on is still
+// waiting in the inbox to be dead-lettered.
+func (p *Pipeline) badPending(j *job) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for f := range j.drainBad {
+		if _, err := os.Lstat(filepath.Join(p.d.Store.Root(), store.DecreeDir, store.InboxDir, f)); err == nil {
+			return true
+		}
+		delete(j.drainBad, f)
+	}
+	return false
+}
+
+func (p *Pipeline) drainDead(j *job) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return j.drainDead
 }
 
 // finishJobs is advanceJobs for an idle loop.
@@ -174,17 +262,26 @@ func (p *Pipeline) endJob(ctx context.Context, j *job, code int32, text string) 
 	p.mu.Lock()
 	delete(p.jobs, j.id)
 	p.mu.Unlock()
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_PROCESS_FINISHED, JobId: j.id, ExitCode: code, Text: text})
+	p.hold(&decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_PROCESS_FINISHED, JobId: j.id, ExitCode: code, Text: text})
 }
 
 // chainDone reports whether no message of chain is left in the inbox.
 func (p *Pipeline) chainDone(chain string) bool {
+	return p.chainsDone(map[string]bool{chain: true})
+}
+
+// chainsDone reports whether no message of any of chains is left in the
+// inbox.
+func (p *Pipeline) chainsDone(chains map[string]bool) bool {
+	if len(chains) == 0 {
+		return true
+	}
 	entries, err := p.d.Store.ListInbox()
 	if err != nil {
 		return false
 	}
 	for _, e := range entries {
-		if e.Chain == chain {
+		if chains[e.Chain] {
 			return false
 		}
 	}

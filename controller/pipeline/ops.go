@@ -82,6 +82,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 		return store.Entry{}, 0, err
 	}
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: e.File})
+	p.Resume()
 	p.Wake()
 	return e, seq, nil
 }
@@ -146,6 +147,7 @@ func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.E
 		if e.ID == idOrFile || e.File == idOrFile || e.File == idOrFile+".md" {
 			p.deadLetter(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason})
 			p.chainMaybeFinished(ctx, e.Chain)
+			p.flushHeld(ctx)
 			return e, nil
 		}
 	}

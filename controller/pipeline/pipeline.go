@@ -43,12 +43,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
+	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
@@ -65,6 +68,9 @@ type Deps struct {
 	Events      *events.Log
 	Leases      *lease.Manager
 	Checkpoints *checkpoint.Checkpointer
+	// Replica serves replica workers; nil sends all work to in-place
+	// workers (see replica.go).
+	Replica *replica.Service
 	// Logs holds attempt logs; the loop marks an attempt live before it
 	// announces it, so followers never miss its start.
 	Logs *logbook.Book
@@ -75,6 +81,12 @@ type Deps struct {
 	// Poll is how often the idle loop looks at the inbox for files dropped
 	// in by hand (default 1s). Submissions wake it at once.
 	Poll time.Duration
+	// Paused makes Run wait for the first Submit, ProcessMigrations or
+	// Resume before it takes anything from the inbox. An embedded
+	// controller uses it so that the command's own request (e.g. a process
+	// job that reports on the queued messages) is in place before the
+	// first message runs.
+	Paused bool
 }
 
 // Pipeline is the processing loop of one project.
@@ -83,8 +95,12 @@ type Pipeline struct {
 	log  *slog.Logger
 	wake chan struct{}
 
+	gate   chan struct{} // closed when the loop may start
+	resume sync.Once
+
 	mu      sync.Mutex
-	running *running // the message being processed, if any
+	held    []*decreev1.Event // end-of-work events waiting for afterAll
+	running *running          // the message being processed, if any
 	jobs    map[string]*job
 	cancel  map[string]string // message id -> reason, for CancelMessage
 }
@@ -105,7 +121,16 @@ func New(d Deps) *Pipeline {
 	if d.Poll <= 0 {
 		d.Poll = time.Second
 	}
-	return &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), jobs: map[string]*job{}, cancel: map[string]string{}}
+	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}, cancel: map[string]string{}}
+	if !d.Paused {
+		p.Resume()
+	}
+	return p
+}
+
+// Resume lets a loop created with Deps.Paused start processing.
+func (p *Pipeline) Resume() {
+	p.resume.Do(func() { close(p.gate) })
 }
 
 // Wake makes an idle loop look at the inbox now.
@@ -118,6 +143,12 @@ func (p *Pipeline) Wake() {
 
 // Run processes messages until ctx ends.
 func (p *Pipeline) Run(ctx context.Context) error {
+	select {
+	case <-p.gate:
+	case <-ctx.Done():
+		return nil
+	}
+	p.recoverFiled()
 	busy := false
 	for {
 		if ctx.Err() != nil {
@@ -141,7 +172,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		for _, r := range sel.Rejected {
 			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: r.ID, Chain: r.Chain,
-				Text: fmt.Sprintf("%s: %s", r.Note.Reason, firstLine(r.Note.Detail))})
+				JobId: p.rejectedInJob(r.Chain, r.File), Text: fmt.Sprintf("%s: %s", r.Note.Reason, firstLine(r.Note.Detail))})
 			p.chainMaybeFinished(ctx, r.Chain)
 		}
 		if !sel.Found {
@@ -150,11 +181,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				p.runBatchHook(ctx, cfg, "afterAll")
 			}
 			p.finishJobs(ctx)
+			p.flushHeld(ctx)
 			if !p.idle(ctx) {
 				return nil
 			}
 			continue
 		}
+		p.flushHeld(ctx)
 		if !busy {
 			busy = true
 			p.runBatchHook(ctx, cfg, "beforeAll")
@@ -181,8 +214,10 @@ func (p *Pipeline) idle(ctx context.Context) bool {
 	return true
 }
 
-// chainMaybeFinished emits CHAIN_FINISHED when no message of chain is left
-// in the inbox.
+// chainMaybeFinished announces CHAIN_FINISHED when no message of chain is
+// left in the inbox. The event is held until the loop either takes the next
+// message or, with the inbox empty, has run afterAll: a client that waits
+// for the end of its chain then also sees the batch's afterAll hook done.
 func (p *Pipeline) chainMaybeFinished(ctx context.Context, chain string) {
 	if chain == "" {
 		return
@@ -197,7 +232,28 @@ func (p *Pipeline) chainMaybeFinished(ctx context.Context, chain string) {
 			return
 		}
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED, Chain: chain})
+	p.hold(&decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED, Chain: chain})
+}
+
+// hold queues an end-of-work event for flushHeld.
+func (p *Pipeline) hold(ev *decreev1.Event) {
+	if ev.Time == nil {
+		ev.Time = timestamppb.Now()
+	}
+	p.mu.Lock()
+	p.held = append(p.held, ev)
+	p.mu.Unlock()
+}
+
+// flushHeld emits the held end-of-work events in order.
+func (p *Pipeline) flushHeld(ctx context.Context) {
+	p.mu.Lock()
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, ev := range held {
+		p.emit(ctx, ev)
+	}
 }
 
 // emit appends an event to the log.
@@ -208,8 +264,11 @@ func (p *Pipeline) emit(_ context.Context, ev *decreev1.Event) *decreev1.Event {
 	if ev.JobId == "" && ev.Chain != "" {
 		p.mu.Lock()
 		for _, j := range p.jobs {
-			if j.chain == ev.Chain {
+			if j.owns(ev.Chain) {
 				ev.JobId = j.id
+				if ev.Kind == decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD && j.drain[ev.Chain] {
+					j.drainDead++
+				}
 			}
 		}
 		p.mu.Unlock()
@@ -248,3 +307,41 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned (wrapped) when the project state forbids an
 // operation; *ConflictError carries the paths.
 var ErrConflict = errors.New("conflict")
+
+// recoverFiled finishes the records of runs whose message was already filed
+// (moved to done/ or dead/) when the controller stopped, before run.json was
+// written: a message leaves the inbox first so that it can never run twice,
+// and its record is completed here.
+func (p *Pipeline) recoverFiled() {
+	ents, err := os.ReadDir(filepath.Join(p.d.Store.Dir(), store.RunsDir))
+	if err != nil {
+		return
+	}
+	inbox := map[string]bool{}
+	if entries, err := p.d.Store.ListInbox(); err == nil {
+		for _, e := range entries {
+			inbox[e.File] = true
+		}
+	}
+	for _, de := range ents {
+		if !de.IsDir() || store.CheckID(de.Name()) != nil {
+			continue
+		}
+		run, err := p.d.Store.OpenRun(de.Name())
+		if err != nil {
+			continue
+		}
+		st := run.State()
+		if st.Outcome != "" || inbox[st.File] {
+			continue
+		}
+		switch st.Phase {
+		case phaseSucceeded:
+			p.log.Info("recording a run finished before the controller stopped", "message", st.MessageID)
+			_, _ = run.Finish(store.OutcomeSucceeded)
+		case phaseExhausted:
+			p.log.Info("recording a run dead-lettered before the controller stopped", "message", st.MessageID)
+			_, _ = run.Finish(store.OutcomeDeadLettered)
+		}
+	}
+}

@@ -118,7 +118,9 @@ func (p *Pipeline) routeByAI(ctx context.Context, cfg *config.Config, lib routin
 func (p *Pipeline) askRouter(ctx context.Context, cfg *config.Config, id, prompt string) (string, error) {
 	a := &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER, MessageId: id, Attempt: 1,
 		Command: cfg.Commands.Router, Stdin: []byte(prompt)}
-	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{InPlace: true})
+	// No manifest digest: a replica worker answers from its replica as it
+	// is, and nothing it changes comes back.
+	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{InPlace: p.inPlaceOnly()})
 	if err != nil {
 		return "", err
 	}

@@ -7,7 +7,10 @@ import (
 	"io/fs"
 
 	"github.com/decreehq/decree/controller/pipeline"
+	"github.com/decreehq/decree/controller/replica"
+	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/routine"
+	"github.com/decreehq/decree/pkg/wiremanifest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"context"
@@ -72,16 +75,27 @@ func Status(err error) error {
 		code = codes.Unavailable
 	case errors.Is(err, lease.ErrSuperseded):
 		code = codes.Aborted
+	case errors.Is(err, replica.ErrForbidden):
+		code = codes.PermissionDenied
+	case errors.Is(err, checkpoint.ErrBlobTooLarge):
+		code = codes.ResourceExhausted
+	case errors.Is(err, replica.ErrInvalid), errors.Is(err, checkpoint.ErrBlobMismatch), errors.Is(err, wiremanifest.ErrInvalid), errors.Is(err, io.ErrUnexpectedEOF):
+		code = codes.InvalidArgument
+	case errors.Is(err, replica.ErrNoManifest):
+		code = codes.FailedPrecondition
+	case errors.Is(err, replica.ErrMissing):
+		code = codes.NotFound
 	}
 	return status.Error(code, err.Error())
 }
 
 // WorkerServer implements decree.v1.WorkerService over a lease.Manager.
-// Replica file transfer (GetWorkspaceManifest, GetBlobs, PutBlobs) is not
-// implemented yet and answers UNIMPLEMENTED.
+// Replica file transfer (GetWorkspaceManifest, GetBlobs, PutBlobs) needs a
+// replica.Service (WithReplica); without one it answers UNIMPLEMENTED.
 type WorkerServer struct {
 	decreev1.UnimplementedWorkerServiceServer
-	m *lease.Manager
+	m   *lease.Manager
+	rep *replica.Service
 }
 
 // NewWorkerServer returns the adapter; register it with

@@ -61,7 +61,11 @@ func (c *Checkpointer) currentTree(ctx context.Context, root string, want *Manif
 	return func() (*Manifest, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.snapshot(ctx, root, false)
+		m, err := c.snapshot(ctx, root, false)
+		if err != nil {
+			return nil, err
+		}
+		return m, c.addTracked(root, want, m, false)
 	}
 }
 

@@ -253,3 +253,35 @@ func TestUnreadableFile(t *testing.T) {
 		t.Fatalf("want an error naming the file, the cause and the remedy; got %q", msg)
 	}
 }
+
+// TestTrackedFilesStayTracked: a routine that adds tracked files to
+// .gitignore (and edits one) must not make them look deleted, and the
+// revert must restore everything, .gitignore included.
+func TestTrackedFilesStayTracked(t *testing.T) {
+	cp := newCP(t)
+	root := t.TempDir()
+	writeSpec(t, root, map[string]spec{"app.log": file("one\n"), "quiet.log": file("q\n"), "main.go": file("m\n")})
+	before := snapshot(t, cp, root)
+	state := treeState(t, root)
+	writeSpec(t, root, map[string]spec{".gitignore": file("*.log\n"), "app.log": file("one\ntwo\n"), "new.log": file("n\n")})
+	diff, after, err := cp.Diff(context.Background(), root, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(diff), "deleted file") {
+		t.Fatalf("ignored tracked files shown as deleted:\n%s", diff)
+	}
+	if _, ok := after.Files["quiet.log"]; !ok {
+		t.Fatal("tracked file dropped from the manifest once ignored")
+	}
+	if _, ok := after.Files["new.log"]; ok {
+		t.Fatal("new ignored file tracked")
+	}
+	os.Remove(filepath.Join(root, "new.log")) // untracked and ignored: not decree's to restore
+	if err := cp.Revert(context.Background(), root, diff, before); err != nil {
+		t.Fatal(err)
+	}
+	if got := treeState(t, root); got != state {
+		t.Fatalf("revert: got %q, want %q", got, state)
+	}
+}

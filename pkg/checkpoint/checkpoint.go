@@ -20,11 +20,45 @@
 //
 // Apply parses a diff (github.com/bluekeyes/go-gitdiff, strict, no fuzz),
 // computes every resulting file in memory, checks every preimage against the
-// blob ids in the diff and every result against the wanted manifest, and
-// only then touches the tree. Paths are confined to the root (no "..", no
-// absolute paths, no traversal through symlinks). A symlink whose target
-// points outside the tree is recorded and restored as a link: decree never
-// follows it, and never writes through it.
+// blob ids in the diff and the predicted tree against the wanted manifest,
+// and only then touches the tree: a corrupt or truncated diff, a path that
+// escapes the root, or a file changed behind decree's back is a clear error
+// (wrapping ErrCorruptDiff, fsutil.ErrUnsafePath or ErrConflict, naming
+// every offending path) and nothing is written. Checkpointer.Apply and
+// Revert predict the whole tree (hashed through the stat cache), so any
+// difference from the manifest is caught, not only in touched files; after
+// writing, the touched files are read back and verified. A path already in
+// its final state is accepted, so an Apply interrupted by a crash is simply
+// run again. Paths are confined to the root (fsutil.CheckRelPath: no "..",
+// no absolute paths, no backslashes or control characters) and never pass
+// through a symlink, unless the same diff first replaces that symlink. A
+// symlink whose target points outside the tree is recorded, diffed and
+// restored as a link: decree never follows it and never writes through it.
+//
+// Line diffs use Myers' algorithm in linear space (myers.go): minimal, and a
+// 50,000-line file with 500 scattered edits diffs in tens of milliseconds.
+//
+// The store keeps old contents (see Store): blobs are zlib-compressed
+// (fast level; kept raw when that does not help) and written as one pack per
+// snapshot, so a first snapshot adds the tree's compressed size: 193 MB
+// for the 306 MB benchmark tree (bench/checkpoint), of which 45% is random
+// binary data that does not compress.
+//
+// As in git, ignore rules only hide untracked files: a path in the "before"
+// manifest stays tracked by Diff and Revert even if the routine adds it to
+// .gitignore. Conversely a file the routine creates and hides with an
+// ignore rule it adds itself is never tracked, so a revert leaves it behind
+// (git would too).
+//
+// Limits: file names with a backslash or a control character are recorded
+// and diffed, but Apply refuses them (fsutil's confinement rule). Empty
+// directories are not tracked. The stat cache trusts a file only when its
+// mtime is more than two seconds older than the scan that hashed it
+// (git's "racily clean" problem), so files modified just before a snapshot
+// are re-read once more by the next one. GNU patch reads decree's diffs
+// except binary patches, a file replaced by a directory or back, and (in
+// one of the two directions) a file replaced by a symlink or back; git
+// apply reads all of them, forward and reverse.
 //
 // manifest.json format:
 //

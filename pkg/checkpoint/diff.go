@@ -28,6 +28,9 @@ func (c *Checkpointer) Diff(ctx context.Context, root string, before *Manifest) 
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := c.addTracked(root, before, after, true); err != nil {
+		return nil, nil, err
+	}
 	diff, err := c.diffManifests(ctx, root, before, after)
 	if err != nil {
 		return nil, nil, err

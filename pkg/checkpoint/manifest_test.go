@@ -114,8 +114,8 @@ func TestManifestRejectsBadInput(t *testing.T) {
 func TestMarshalManifestMatchesEncodingJSON(t *testing.T) {
 	m := &Manifest{Files: map[string]Entry{
 		"a \"quoted\" \\ name\t<&>": {SHA256: strings.Repeat("a", 64), Size: 3, Mode: ModeExec},
-		"ü/link":                   {SHA256: strings.Repeat("b", 64), Size: 4, Mode: ModeSymlink, Link: "../\"x\""},
-		"z":                        {SHA256: strings.Repeat("c", 64), Size: 0, Mode: ModeFile},
+		"ü/link":                    {SHA256: strings.Repeat("b", 64), Size: 4, Mode: ModeSymlink, Link: "../\"x\""},
+		"z":                         {SHA256: strings.Repeat("c", 64), Size: 0, Mode: ModeFile},
 	}}
 	got, err := MarshalManifest(m)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,7 +95,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 	// The next cache is built only when something changed: hits are just
 	// counted, fresh entries collected.
 	var fresh, hits []string
-	var freshEntries []cacheEntry
+	var freshEntries, hitEntries []cacheEntry
 	var recordAll func([]hashResult)
 	var recordLocked func(hashResult)
 	var (
@@ -107,7 +108,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		mu.Lock()
 		defer mu.Unlock()
 		if m.Files == nil {
-			m.Files = make(map[string]Entry, len(cache.entries)+len(rs))
+			m.Files = make(map[string]Entry, cache.n+len(rs))
 		}
 		for _, r := range rs {
 			recordLocked(r)
@@ -126,6 +127,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		case cacheHit:
 			st.CacheHits++
 			hits = append(hits, r.rel)
+			hitEntries = append(hitEntries, cacheEntry{key: r.key, sum: r.entry.SHA256})
 		case hashed:
 			st.Hashed++
 			st.HashedBytes += r.bytes
@@ -134,7 +136,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 			}
 			if r.key.mtime < stamp && store {
 				fresh = append(fresh, r.rel)
-				freshEntries = append(freshEntries, cacheEntry{key: r.key, sum: r.sum})
+				freshEntries = append(freshEntries, cacheEntry{key: r.key, sum: r.entry.SHA256})
 			}
 		}
 	}
@@ -159,6 +161,11 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 	walkErr := ignore.WalkConcurrent(ctx, root, c.workers, func(batch []ignore.File) error {
 		<-cacheReady
 		done := make([]hashResult, 0, len(batch))
+		dir := ""
+		if i := strings.LastIndexByte(batch[0].Rel, '/'); i >= 0 {
+			dir = batch[0].Rel[:i]
+		}
+		cur := cache.cursor(dir)
 		for _, f := range batch {
 			rel, info := f.Rel, f.Info
 			if info.Mode()&fs.ModeSymlink != 0 {
@@ -172,8 +179,8 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 				continue
 			}
 			key := keyOf(info)
-			if ce, ok := cache.entries[rel]; ok && ce.key == key {
-				done = append(done, hashResult{rel: rel, entry: Entry{SHA256: hex.EncodeToString(ce.sum[:]), Size: key.size, Mode: ModeOf(info.Mode())}, key: key, sum: ce.sum, kind: cacheHit})
+			if ck, sum, ok := cur.find(rel[len(rel)-len(info.Name()):]); ok && ck == key {
+				done = append(done, hashResult{rel: rel, entry: Entry{SHA256: sum, Size: key.size, Mode: ModeOf(info.Mode())}, key: key, kind: cacheHit})
 				continue
 			}
 			select {
@@ -206,15 +213,15 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		return nil, fmt.Errorf("snapshot %s: %w", root, err)
 	}
 	<-cacheReady
-	if c.cachePath != "" && (changed || st.CacheHits != len(cache.entries)) {
-		next := &statCache{root: root, entries: make(map[string]cacheEntry, len(m.Files))}
-		for _, p := range hits {
-			next.entries[p] = cache.entries[p]
+	if c.cachePath != "" && (changed || st.CacheHits != cache.n) {
+		next := make(map[string]cacheEntry, len(hits)+len(fresh))
+		for i, p := range hits {
+			next[p] = hitEntries[i]
 		}
 		for i, p := range fresh {
-			next.entries[p] = freshEntries[i]
+			next[p] = freshEntries[i]
 		}
-		if err := next.save(c.cachePath); err != nil {
+		if err := saveStatCache(c.cachePath, root, next); err != nil {
 			c.log.Warn("checkpoint stat cache not saved; the next snapshot rereads files", "err", err)
 		}
 	}
@@ -310,4 +317,45 @@ func hashFileStream(path string) (string, int64, error) {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// addTracked adds to m every path of tracked that m lacks but that still
+// exists as a file or symlink: as in git, ignore rules only hide untracked
+// files, so a routine that adds a tracked file to .gitignore does not make
+// it look deleted. With store set, contents go to the store.
+func (c *Checkpointer) addTracked(root string, tracked, m *Manifest, store bool) error {
+	for p := range tracked.Files {
+		if _, ok := m.Files[p]; ok {
+			continue
+		}
+		loc, err := locate(root, p)
+		if err != nil || loc.info == nil || loc.viaLink != "" {
+			continue // gone, or no longer reachable without a symlink
+		}
+		if !loc.info.Mode().IsRegular() && loc.info.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		e, exists, err := readEntry(loc.abs)
+		if err != nil {
+			return fmt.Errorf("snapshot: read %s: %w (make it readable)", p, err)
+		}
+		if !exists {
+			continue
+		}
+		if store && e.Mode != ModeSymlink && !c.store.Has(e.SHA256) {
+			data, err := os.ReadFile(loc.abs)
+			if err != nil {
+				return fmt.Errorf("snapshot: read %s: %w", p, err)
+			}
+			sum := sha256.Sum256(data)
+			if hex.EncodeToString(sum[:]) != e.SHA256 {
+				return fmt.Errorf("snapshot: %s changed while being read; try again", p)
+			}
+			if err := c.store.Put(e.SHA256, data); err != nil {
+				return fmt.Errorf("snapshot %s: %w", p, err)
+			}
+		}
+		m.Files[p] = e
+	}
+	return nil
 }

@@ -23,37 +23,39 @@ var ErrUnsafePath = errors.New("unsafe path")
 // temporary file in the same directory, is fsynced, renamed over path, and the
 // directory is fsynced so the rename itself is durable.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err := ReplaceFile(path, data, perm); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// ReplaceFile is WriteFileAtomic without the final fsync of the directory.
+// A crash leaves the old or the new content; only the rename itself may be
+// lost to a power failure. Callers use it for files rewritten many times
+// (state that was durable once already) or whose directory they sync later.
+func ReplaceFile(path string, data []byte, perm fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: create temporary file: %w", path, err)
 	}
-	tmpName := tmp.Name()
-	cleanup := func() { _ = os.Remove(tmpName) }
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		cleanup()
-		return fmt.Errorf("write %s: %w", path, err)
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(perm)
 	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		cleanup()
-		return fmt.Errorf("write %s: set mode: %w", path, err)
+	if werr == nil {
+		werr = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		cleanup()
-		return fmt.Errorf("write %s: fsync: %w", path, err)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		cleanup()
-		return fmt.Errorf("write %s: close: %w", path, err)
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
 	}
-	if err := os.Rename(tmpName, path); err != nil {
-		cleanup()
-		return fmt.Errorf("write %s: rename into place: %w", path, err)
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, werr)
 	}
-	return SyncDir(dir)
+	return nil
 }
 
 // MoveFile renames src to dst and makes the rename durable by fsyncing both

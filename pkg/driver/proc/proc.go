@@ -94,7 +94,11 @@ func Start(s Spec) (*Handle, error) {
 	cmd.Stdin = devnull
 	cmd.Stdout = pw
 	cmd.Stderr = pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that Stop reaches grandchildren; and killed
+	// with the worker if the worker dies (kill -9, OOM): an orphaned
+	// routine would otherwise go on changing a tree whose attempt the
+	// controller already counts as failed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	pw.Close()
 	devnull.Close()

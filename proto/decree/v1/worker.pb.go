@@ -1048,9 +1048,14 @@ type CompleteAssignmentRequest struct {
 	// Replica only: follow-ups and run-directory files.
 	Files []*ReturnedFile `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
 	// Final byte count per log stream, so the controller knows logs are whole.
-	LogSizes      map[string]uint64 `protobuf:"bytes,6,rep,name=log_sizes,json=logSizes,proto3" json:"log_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogSizes map[string]uint64 `protobuf:"bytes,6,rep,name=log_sizes,json=logSizes,proto3" json:"log_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Replica only: true when workspace_manifest describes the replica after
+	// the run (an empty list then means an empty tree). False when the worker
+	// never ran the work in a synced replica (the sync failed): the controller
+	// leaves its tree alone.
+	WorkspaceReturned bool `protobuf:"varint,7,opt,name=workspace_returned,json=workspaceReturned,proto3" json:"workspace_returned,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CompleteAssignmentRequest) Reset() {
@@ -1123,6 +1128,13 @@ func (x *CompleteAssignmentRequest) GetLogSizes() map[string]uint64 {
 		return x.LogSizes
 	}
 	return nil
+}
+
+func (x *CompleteAssignmentRequest) GetWorkspaceReturned() bool {
+	if x != nil {
+		return x.WorkspaceReturned
+	}
+	return false
 }
 
 // CompleteAssignmentResponse acknowledges the result.
@@ -1628,7 +1640,7 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\fReturnedFile\x12/\n" +
 	"\x04area\x18\x01 \x01(\x0e2\x1b.decree.v1.ReturnedFileAreaR\x04area\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
-	"\acontent\x18\x03 \x01(\fR\acontent\"\x85\x03\n" +
+	"\acontent\x18\x03 \x01(\fR\acontent\"\xb4\x03\n" +
 	"\x19CompleteAssignmentRequest\x12\x1f\n" +
 	"\vlease_token\x18\x01 \x01(\tR\n" +
 	"leaseToken\x12-\n" +
@@ -1636,7 +1648,8 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x06output\x18\x03 \x01(\fR\x06output\x12C\n" +
 	"\x12workspace_manifest\x18\x04 \x03(\v2\x14.decree.v1.FileEntryR\x11workspaceManifest\x12-\n" +
 	"\x05files\x18\x05 \x03(\v2\x17.decree.v1.ReturnedFileR\x05files\x12O\n" +
-	"\tlog_sizes\x18\x06 \x03(\v22.decree.v1.CompleteAssignmentRequest.LogSizesEntryR\blogSizes\x1a;\n" +
+	"\tlog_sizes\x18\x06 \x03(\v22.decree.v1.CompleteAssignmentRequest.LogSizesEntryR\blogSizes\x12-\n" +
+	"\x12workspace_returned\x18\a \x01(\bR\x11workspaceReturned\x1a;\n" +
 	"\rLogSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"L\n" +

@@ -1,9 +1,8 @@
-package main
+package cli
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,18 +15,18 @@ import (
 )
 
 // printJSON writes a response as indented protojson.
-func printJSON(m proto.Message) error {
+func (g *globals) printJSON(m proto.Message) error {
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: false}.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(os.Stdout, string(b))
+	_, err = fmt.Fprintln(g.stdout, string(b))
 	return err
 }
 
 // table starts an aligned table on stdout.
-func table(header ...string) *tabwriter.Writer {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+func (g *globals) table(header ...string) *tabwriter.Writer {
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, strings.Join(header, "\t"))
 	return w
 }

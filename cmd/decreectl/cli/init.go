@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/decreehq/decree/pkg/scaffold"
 	"github.com/spf13/cobra"
@@ -24,15 +23,15 @@ func newInitCmd(g *globals) *cobra.Command {
 				return err
 			}
 			for _, f := range rep.Created {
-				fmt.Println("created", f)
+				fmt.Fprintln(g.stdout, "created", f)
 			}
 			for _, f := range rep.Kept {
-				fmt.Println("kept   ", f)
+				fmt.Fprintln(g.stdout, "kept   ", f)
 			}
 			if rep.Tool == "" {
-				fmt.Fprintln(os.Stderr, "decree: no AI tool (claude, opencode, copilot) on PATH; edit ai() in .decree/routines/*.sh to call yours")
+				fmt.Fprintln(g.stderr, "decree: no AI tool (claude, opencode, copilot) on PATH; edit ai() in .decree/routines/*.sh to call yours")
 			} else {
-				fmt.Fprintf(os.Stderr, "decree: routines call %s\n", rep.Tool)
+				fmt.Fprintf(g.stderr, "decree: routines call %s\n", rep.Tool)
 			}
 			return nil
 		},

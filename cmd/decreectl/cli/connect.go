@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,10 +8,58 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/decreehq/decree/pkg/auth"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
+
+// remoteFlags say how to reach a controller over TCP (--controller
+// HOST:PORT): the client token and TLS. A unix socket needs none of them.
+type remoteFlags struct {
+	tokenFile string
+	tlsCA     string
+	tlsCert   string
+	tlsKey    string
+	insecure  bool
+}
+
+// addRemoteFlags defines the TCP connection flags on the root command.
+func addRemoteFlags(pf *pflag.FlagSet, r *remoteFlags) {
+	pf.StringVar(&r.tokenFile, "token-file", "", "file holding the client token for a TCP controller (else env DECREE_TOKEN_FILE, or DECREE_TOKEN with the value); must not be readable by other users")
+	pf.StringVar(&r.tlsCA, "tls-ca", "", "CA bundle (PEM) that signed the controller's certificate (default: the system's CAs)")
+	pf.StringVar(&r.tlsCert, "tls-cert", "", "client certificate (PEM), when the controller requires mutual TLS")
+	pf.StringVar(&r.tlsKey, "tls-key", "", "client certificate's key (PEM)")
+	pf.BoolVar(&r.insecure, "insecure", false, "plain TCP without TLS; allowed only to a loopback address")
+}
+
+// dialController connects to --controller: a unix socket as is, a TCP
+// address with TLS (or --insecure on loopback) and the client token.
+func (g *globals) dialController() (*grpc.ClientConn, error) {
+	target := g.controller
+	if auth.IsUnixTarget(target) {
+		if len(target) > 0 && target[0] == '/' {
+			target = "unix://" + target
+		}
+		return dial(target)
+	}
+	tok, err := auth.ResolveToken(g.remote.tokenFile, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := auth.DialOptions(target, auth.ClientOptions{
+		Token: tok, CAFile: g.remote.tlsCA, CertFile: g.remote.tlsCert, KeyFile: g.remote.tlsKey, Insecure: g.remote.insecure,
+	})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to controller %s: %w", target, err)
+	}
+	return conn, nil
+}
 
 // session is a connection to a controller, embedded or not.
 type session struct {
@@ -56,7 +104,7 @@ func (g *globals) projectRoot() (string, error) {
 // controller serving the project's socket, else to an embedded one.
 func (g *globals) connect(ctx context.Context) (*session, error) {
 	if g.controller != "" {
-		conn, err := dial(g.controller)
+		conn, err := g.dialController()
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +123,7 @@ func (g *globals) connect(ctx context.Context) (*session, error) {
 		}
 		return &session{client: decreev1.NewControllerServiceClient(conn), conn: conn, root: root, close: func() { conn.Close() }}, nil
 	}
-	target, stop, err := startEmbedded(ctx, root, g.log)
+	target, stop, err := startEmbedded(ctx, root, g.log, g.stderr, g.process)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,10 @@
-package main
+package cli
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/decreehq/decree/controller"
@@ -15,9 +15,13 @@ import (
 // a local worker on the same tree, both in this process; the worker talks
 // to the controller through the socket like any other worker. stop ends
 // the controller first (an attempt under way is stopped and counts as
-// interrupted, to be retried by the next command), then the worker.
-func startEmbedded(ctx context.Context, root string, log *slog.Logger) (string, func(), error) {
-	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller")})
+// interrupted, to be retried by the next command), then the worker. With
+// process false the controller does not run its processing loop: commands
+// that only inspect or edit the project never start a routine; with process
+// true the loop starts when the command's request (a submitted message, a
+// process job) is in place, so the command sees every message it runs.
+func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io.Writer, process bool) (string, func(), error) {
+	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), NoProcessing: !process, StartPaused: true})
 	if err != nil {
 		return "", nil, err
 	}
@@ -36,7 +40,7 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger) (string, 
 	// reconnect notices during shutdown are expected and not news.
 	wlog := log.With("part", "worker")
 	if !log.Enabled(ctx, slog.LevelDebug) {
-		wlog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		wlog = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	go func() {
 		worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog})

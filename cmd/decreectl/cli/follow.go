@@ -1,11 +1,10 @@
-package main
+package cli
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -30,7 +29,7 @@ type followResult struct {
 // follow prints progress from the event stream on stderr and, when asked,
 // streams each attempt's routine output to stdout as it is produced, until
 // spec.done says the work is over.
-func follow(ctx context.Context, c decreev1.ControllerServiceClient, spec followSpec) (followResult, error) {
+func (g *globals) follow(ctx context.Context, c decreev1.ControllerServiceClient, spec followSpec) (followResult, error) {
 	var res followResult
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -59,7 +58,7 @@ func follow(ctx context.Context, c decreev1.ControllerServiceClient, spec follow
 				logs.Add(1)
 				go func() {
 					defer logs.Done()
-					streamLog(ctx, c, ev.GetMessageId(), ev.GetAttempt(), os.Stdout)
+					streamLog(ctx, c, ev.GetMessageId(), ev.GetAttempt(), g.stdout)
 				}()
 			}
 		case decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED:
@@ -70,7 +69,7 @@ func follow(ctx context.Context, c decreev1.ControllerServiceClient, spec follow
 			res.dead++
 		}
 		if line := eventLine(ev); line != "" {
-			fmt.Fprintln(os.Stderr, line)
+			fmt.Fprintln(g.stderr, line)
 		}
 		if spec.done(ev) {
 			return res, nil

@@ -1,9 +1,8 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -34,17 +33,17 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return describe(err)
 			}
 			if g.output == "json" {
-				return printJSON(st)
+				return g.printJSON(st)
 			}
 			running := "-"
 			if r := st.GetRunning(); r != nil {
 				running = fmt.Sprintf("%s (%s, attempt %d)", r.GetId(), r.GetRoutine(), r.GetAttempts())
 			}
-			fmt.Printf("project     %s\n", st.GetProjectDir())
-			fmt.Printf("running     %s\n", running)
-			fmt.Printf("inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
-			fmt.Printf("migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
-			fmt.Printf("workers     %d connected\n", st.GetWorkersConnected())
+			fmt.Fprintf(g.stdout, "project     %s\n", st.GetProjectDir())
+			fmt.Fprintf(g.stdout, "running     %s\n", running)
+			fmt.Fprintf(g.stdout, "inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
+			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
+			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
 			return nil
 		}),
 	}
@@ -63,9 +62,9 @@ func newRunsCmd(g *globals) *cobra.Command {
 				return describe(err)
 			}
 			if g.output == "json" {
-				return printJSON(resp)
+				return g.printJSON(resp)
 			}
-			w := table("ID", "ROUTINE", "OUTCOME", "ATTEMPTS", "EXIT", "STARTED", "DURATION", "MIGRATION")
+			w := g.table("ID", "ROUTINE", "OUTCOME", "ATTEMPTS", "EXIT", "STARTED", "DURATION", "MIGRATION")
 			for _, r := range resp.GetRuns() {
 				outcome := strings.ToLower(strings.TrimPrefix(r.GetOutcome().String(), "RUN_OUTCOME_"))
 				row(w, r.GetMessageId(), r.GetRoutine(), outcome, fmt.Sprintf("%d/%d", r.GetAttempts(), r.GetMaxAttempts()),
@@ -102,7 +101,7 @@ func newLogsCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return describe(err)
 				}
-				os.Stdout.Write(resp.GetChunk().GetData())
+				g.stdout.Write(resp.GetChunk().GetData())
 			}
 		}),
 	}
@@ -113,7 +112,7 @@ func newLogsCmd(g *globals) *cobra.Command {
 }
 
 // artifactCmd prints one run-directory file.
-func printArtifact(cmd *cobra.Command, s *session, id, name string) error {
+func (g *globals) printArtifact(cmd *cobra.Command, s *session, id, name string) error {
 	st, err := s.client.GetArtifact(cmd.Context(), &decreev1.GetArtifactRequest{MessageId: id, Name: name})
 	if err != nil {
 		return describe(err)
@@ -126,7 +125,7 @@ func printArtifact(cmd *cobra.Command, s *session, id, name string) error {
 		if err != nil {
 			return describe(err)
 		}
-		os.Stdout.Write(resp.GetData())
+		g.stdout.Write(resp.GetData())
 	}
 }
 
@@ -136,7 +135,7 @@ func newDiffCmd(g *globals) *cobra.Command {
 		Short: "Print a run's changes.diff (what the message changed)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withSession(g, func(cmd *cobra.Command, s *session, args []string) error {
-			return printArtifact(cmd, s, args[0], "changes.diff")
+			return g.printArtifact(cmd, s, args[0], "changes.diff")
 		}),
 	}
 }
@@ -152,11 +151,11 @@ func newRevertCmd(g *globals) *cobra.Command {
 				return describe(err)
 			}
 			if g.output == "json" {
-				return printJSON(resp)
+				return g.printJSON(resp)
 			}
-			fmt.Fprintf(os.Stderr, "decree: reverted %s (%d path(s))\n", args[0], len(resp.GetPaths()))
+			fmt.Fprintf(g.stderr, "decree: reverted %s (%d path(s))\n", args[0], len(resp.GetPaths()))
 			for _, p := range resp.GetPaths() {
-				fmt.Println(p)
+				fmt.Fprintln(g.stdout, p)
 			}
 			return nil
 		}),
@@ -174,9 +173,9 @@ func newRequeueCmd(g *globals) *cobra.Command {
 				return describe(err)
 			}
 			if g.output == "json" {
-				return printJSON(resp)
+				return g.printJSON(resp)
 			}
-			fmt.Fprintf(os.Stderr, "decree: requeued %s; it runs with the next `decreectl run` or `process`, or now if a controller is serving\n", resp.GetMessage().GetId())
+			fmt.Fprintf(g.stderr, "decree: requeued %s; it runs with the next `decreectl run` or `process`, or now if a controller is serving\n", resp.GetMessage().GetId())
 			return nil
 		}),
 	}
@@ -194,9 +193,9 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 				return describe(err)
 			}
 			if g.output == "json" {
-				return printJSON(resp)
+				return g.printJSON(resp)
 			}
-			w := table("NAME", "FORMAT", "ENABLED", "PARAMETERS", "DESCRIPTION")
+			w := g.table("NAME", "FORMAT", "ENABLED", "PARAMETERS", "DESCRIPTION")
 			for _, r := range resp.GetRoutines() {
 				var params []string
 				for _, p := range r.GetParameters() {
@@ -229,9 +228,9 @@ func newWorkersCmd(g *globals) *cobra.Command {
 				return describe(err)
 			}
 			if g.output == "json" {
-				return printJSON(resp)
+				return g.printJSON(resp)
 			}
-			w := table("ID", "CONNECTED", "DRIVERS", "LABELS", "WORKING ON", "LAST HEARTBEAT", "WORKSPACE")
+			w := g.table("ID", "CONNECTED", "DRIVERS", "LABELS", "WORKING ON", "LAST HEARTBEAT", "WORKSPACE")
 			for _, wk := range resp.GetWorkers() {
 				var labels []string
 				for k, v := range wk.GetLabels() {

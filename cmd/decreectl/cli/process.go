@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"fmt"
-	"os"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/cobra"
@@ -13,8 +12,9 @@ func newProcessCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "process",
 		Short: "Process every unprocessed migration in order, each as its own chain",
-		Long: `process runs the spec files of the migrations directory that processed.md
-does not list yet, in file-name order. Each becomes a spec message with its
+		Long: `process first runs the messages already queued in the inbox (a requeued
+dead letter, a file dropped in by hand), then the spec files of the
+migrations directory that processed.md does not list yet, in file-name order. Each becomes a spec message with its
 own chain; its follow-ups run depth-first before the next migration starts.
 When a migration dead-letters, process stops and exits 1
 (on_migration_failure: stop, the default) or goes on to the next one
@@ -22,6 +22,7 @@ When a migration dead-letters, process stops and exits 1
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			g.process = !dryRun
 			s, err := g.connect(ctx)
 			if err != nil {
 				return err
@@ -39,23 +40,23 @@ When a migration dead-letters, process stops and exits 1
 			}
 			if dryRun || g.output == "json" {
 				if g.output == "json" {
-					return printJSON(resp)
+					return g.printJSON(resp)
 				}
 				for _, m := range resp.GetMigrations() {
 					state := "pending"
 					if m.GetProcessed() {
 						state = "processed"
 					}
-					fmt.Printf("%-10s %s\n", state, m.GetFile())
+					fmt.Fprintf(g.stdout, "%-10s %s\n", state, m.GetFile())
 				}
 				return nil
 			}
 			if resp.GetJobId() == "" {
-				fmt.Fprintln(os.Stderr, "decree: every migration is processed; nothing to do")
+				fmt.Fprintln(g.stderr, "decree: every migration is processed and the inbox is empty; nothing to do")
 				return nil
 			}
-			fmt.Fprintf(os.Stderr, "decree: processing %d migration(s)\n", pending)
-			res, err := follow(ctx, s.client, followSpec{
+			fmt.Fprintf(g.stderr, "decree: processing the queued messages and %d migration(s)\n", pending)
+			res, err := g.follow(ctx, s.client, followSpec{
 				from: resp.GetEventSequence(), job: resp.GetJobId(), logs: !quiet,
 				done: func(ev *decreev1.Event) bool {
 					return ev.GetKind() == decreev1.EventKind_EVENT_KIND_PROCESS_FINISHED && ev.GetJobId() == resp.GetJobId()

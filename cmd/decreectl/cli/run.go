@@ -1,7 +1,8 @@
-package main
+package cli
 
 import (
 	"fmt"
+	"github.com/decreehq/decree/pkg/interact"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"github.com/decreehq/decree/pkg/fsutil"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 var keyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -86,33 +86,39 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 		}
 	}
 	body := []byte(f.prompt)
-	stdinTTY := term.IsTerminal(int(os.Stdin.Fd()))
+	stdinTTY := g.stdinIsTerminal()
 	if f.prompt == "" && !stdinTTY {
 		body, err = io.ReadAll(cmd.InOrStdin())
 		if err != nil {
 			return fmt.Errorf("read the message body from standard input: %w", err)
 		}
 	}
-	if f.prompt == "" && len(f.vars) == 0 && f.name == "" && stdinTTY {
-		return &exitError{code: 2, msg: "interactive mode is not available in this build; give -p PROMPT, -v KEY=VALUE or pipe the body on standard input"}
-	}
+	interactive := f.prompt == "" && len(f.vars) == 0 && f.name == "" && stdinTTY
 	if g.controller == "" {
 		if err := checkInputFile(g, fields); err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
 	}
+	g.process = true
 	s, err := g.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	var answers *interact.Answers
+	if interactive {
+		if answers, fields, err = g.askInteractive(ctx, s); err != nil {
+			return err
+		}
+		f.name, body = answers.Name, []byte(answers.Body)
+	}
 	resp, err := s.client.SubmitMessage(ctx, &decreev1.SubmitMessageRequest{Name: f.name, Body: body, Fields: fields})
 	if err != nil {
 		return describe(err)
 	}
 	m := resp.GetMessage()
-	fmt.Fprintf(os.Stderr, "decree: queued %s as %s\n", m.GetName(), m.GetId())
-	res, err := follow(ctx, s.client, followSpec{
+	fmt.Fprintf(g.stderr, "decree: queued %s as %s\n", m.GetName(), m.GetId())
+	res, err := g.follow(ctx, s.client, followSpec{
 		from: resp.GetEventSequence(), chain: m.GetChain(), logs: !f.quiet,
 		done: func(ev *decreev1.Event) bool {
 			return ev.GetKind() == decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED && ev.GetChain() == m.GetChain()
@@ -123,6 +129,11 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 	}
 	if res.dead > 0 {
 		return &exitError{code: 1, msg: fmt.Sprintf("%d message(s) of chain %s were dead-lettered; see `decreectl runs` and .decree/inbox/dead/", res.dead, m.GetChain())}
+	}
+	if answers != nil && s.root != "" {
+		if err := interact.SaveLastRun(s.root, answers); err != nil {
+			fmt.Fprintf(g.stderr, "decree: warning: could not remember this run's answers: %v\n", err)
+		}
 	}
 	return nil
 }
@@ -138,19 +149,42 @@ func checkInputFile(g *globals, fields []*decreev1.Field) error {
 		if err != nil {
 			return err
 		}
-		p := fl.GetValue()
-		if !filepath.IsAbs(p) {
-			wd, _ := os.Getwd()
-			p = filepath.Join(wd, p)
+		rel, err := resolveInputFile(root, fl.GetValue())
+		if err != nil {
+			return err
 		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("-v input_file=%s: the file must be inside the project %s", fl.GetValue(), root)
-		}
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("-v input_file=%s: %v", fl.GetValue(), err)
-		}
-		fl.Value = filepath.ToSlash(rel)
+		fl.Value = rel
 	}
 	return nil
+}
+
+// resolveInputFile turns an input_file argument into a slash path relative
+// to the project root. A relative path is looked up from the working
+// directory first (the usual case: decreectl run from inside the project),
+// then from the project root (decreectl -C DIR run from elsewhere).
+func resolveInputFile(root, arg string) (string, error) {
+	var candidates []string
+	if filepath.IsAbs(arg) {
+		candidates = []string{arg}
+	} else {
+		if wd, err := os.Getwd(); err == nil {
+			candidates = append(candidates, filepath.Join(wd, arg))
+		}
+		candidates = append(candidates, filepath.Join(root, arg))
+	}
+	inside := false
+	for _, p := range candidates {
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		inside = true
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return filepath.ToSlash(rel), nil
+		}
+	}
+	if !inside {
+		return "", fmt.Errorf("-v input_file=%s: the file must be inside the project %s", arg, root)
+	}
+	return "", fmt.Errorf("-v input_file=%s: no such file in the project %s; check the path (relative paths are taken from the working directory, then from the project root)", arg, root)
 }

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Times decree's checkpoints against git on the same generated tree
+# (~20,000 files, ~300 MB, some large binary files) and prints ratios
+# (decree time / git time; below 1.0 means decree is faster).
+#
+#   bench/checkpoint/run.sh [FILES] [MB]
+#
+# Measured in one run, page cache warm for both sides:
+#   cold    decree snapshot (hash + store every blob)  vs  git add -A && git write-tree
+#   warm    decree snapshot of the unchanged tree       vs  git status --porcelain
+#   change  decree snapshot + diff after 10 edits      vs  git add -A && git diff --cached
+# The "nosync" row skips decree's fsync of the new pack, like git's default
+# for loose objects; the "fsync" row is decree's production setting, against
+# git made as durable (core.fsync=loose-object, core.fsyncMethod=batch).
+set -euo pipefail
+FILES=${1:-20000}
+MB=${2:-300}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/decree-ckbench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+(cd "$repo" && go build -o "$tmp/ckbench" ./bench/checkpoint)
+# git runs isolated from the user's configuration.
+export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/home GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+mkdir -p "$HOME"
+"$tmp/ckbench" gen "$tmp/tree" "$FILES" "$MB"
+tree=$tmp/tree
+
+now() { date +%s.%N; }
+# t CMD... : runs CMD, prints its wall seconds.
+t() { local a b; a=$(now); "$@" >/dev/null; b=$(now); echo "$b - $a" | bc -l; }
+rss() { # peak RSS in MB of a command, via /usr/bin/time -v when present
+	if [ -x /usr/bin/time ]; then
+		/usr/bin/time -v "$@" 2>&1 >/dev/null | awk '/Maximum resident set size/ {printf "%.1f", $6/1024}'
+	else
+		echo "n/a"
+	fi
+}
+ratio() { echo "scale=3; $1 / $2" | bc -l; }
+
+gitcold() { rm -rf "$tree/.git"; git -C "$tree" init -q; git -C "$tree" add -A; git -C "$tree" write-tree; }
+gitcoldsync() { rm -rf "$tree/.git"; git -C "$tree" init -q; git -C "$tree" -c core.fsync=loose-object -c core.fsyncMethod=batch add -A; git -C "$tree" write-tree; }
+decold() { rm -rf "$tmp/state"; mkdir -p "$tmp/state"; "$tmp/ckbench" snapshot "$tree" "$tmp/state" "$@"; }
+
+# Warm both caches once so neither side pays first-read I/O.
+cat $(find "$tree" -type f) >/dev/null 2>&1 || true
+
+echo "tree: $(find "$tree" -type f -not -path '*/.git/*' | wc -l) files, $(du -sm "$tree" | cut -f1) MB"
+
+best() { # best of 3 runs of a function
+	local b=999999 x
+	for _ in 1 2 3; do x=$(t "$@"); if (( $(echo "$x < $b" | bc -l) )); then b=$x; fi; done
+	echo "$b"
+}
+
+g_cold_sync=$(best gitcoldsync)
+g_cold=$(best gitcold)
+d_cold_ns=$(best decold -nosync)
+d_cold=$(best decold)
+echo "store size after cold snapshot: $(du -sm "$tmp/state/objects" | cut -f1) MB (tree $(du -sm --exclude=.git "$tree" | cut -f1) MB, git objects $(du -sm "$tree/.git/objects" | cut -f1) MB)"
+rss_cold=$(rm -rf "$tmp/state"; mkdir -p "$tmp/state"; rss "$tmp/ckbench" snapshot "$tree" "$tmp/state")
+
+# Interleaved runs, median of each side: fair when the machine's load
+# changes during the run.
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+warm_d=(); warm_g=()
+for _ in $(seq 15); do
+	warm_d+=("$(t "$tmp/ckbench" status "$tree" "$tmp/state")")
+	warm_g+=("$(t git -C "$tree" status --porcelain)")
+done
+d_warm=$(printf '%s\n' "${warm_d[@]}" | median)
+g_warm=$(printf '%s\n' "${warm_g[@]}" | median)
+rss_warm=$(rss "$tmp/ckbench" status "$tree" "$tmp/state")
+"$tmp/ckbench" snapshot "$tree" "$tmp/state"
+
+"$tmp/ckbench" mutate "$tree" 10
+cp -r "$tmp/state" "$tmp/state0"
+git -C "$tree" add -A >/dev/null 2>&1; git -C "$tree" reset -q >/dev/null 2>&1 || true
+gitchange() { git -C "$tree" add -A && git -C "$tree" diff --cached; git -C "$tree" reset -q; }
+dechange() { rm -rf "$tmp/state"; cp -r "$tmp/state0" "$tmp/state"; "$tmp/ckbench" diff "$tree" "$tmp/state"; }
+g_change=$(best gitchange)
+# Each decree run starts from a copy of the state taken before the edits;
+# the copy is made inside the timed function, so time it separately and subtract.
+copyonly() { rm -rf "$tmp/state"; cp -r "$tmp/state0" "$tmp/state"; }
+d_copy=$(best copyonly)
+d_change_raw=$(best dechange)
+d_change=$(echo "$d_change_raw - $d_copy" | bc -l)
+rss_change=$(copyonly; rss "$tmp/ckbench" diff "$tree" "$tmp/state")
+copyonly; "$tmp/ckbench" diff "$tree" "$tmp/state" | sed 's/^/  /'
+
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+printf '\n%-38s %10s %10s %8s %12s\n' "measurement" "decree s" "git s" "ratio" "decree RSS"
+printf '%-38s %10.3f %10.3f %8s %12s\n' "cold snapshot (nosync)" "$d_cold_ns" "$g_cold" "$(ratio "$d_cold_ns" "$g_cold")" "${rss_cold} MB"
+printf '%-38s %10.3f %10.3f %8s %12s\n' "cold snapshot (fsync, git fsync)" "$d_cold" "$g_cold_sync" "$(ratio "$d_cold" "$g_cold_sync")" ""
+printf '%-38s %10.3f %10.3f %8s %12s\n' "warm snapshot vs git status (median)" "$d_warm" "$g_warm" "$(ratio "$d_warm" "$g_warm")" "${rss_warm} MB"
+printf '%-38s %10.3f %10.3f %8s %12s\n' "10 edits: snapshot+diff vs git" "$d_change" "$g_change" "$(ratio "$d_change" "$g_change")" "${rss_change} MB"

@@ -1,0 +1,208 @@
+// Command pipeline-bench measures decree's per-message overhead: a chain of
+// N trivial messages (each routine queues the next follow-up and exits 0)
+// on a project of F files, run through the built decreectl, against the
+// same routine run N times by bash directly in the same run.
+//
+//	pipeline-bench -decreectl PATH [-n 200] [-files 1000] [-runs 3]
+//	pipeline-bench -profile DIR [-n 200] [-files 1000]
+//
+// -profile runs decreectl in this process (cli.Main) once and writes
+// cpu.pprof, and the blocking and mutex profiles, into DIR.
+//
+// It prints one line per measurement and a summary:
+//
+//	bash      n=200 seconds=...
+//	decree    n=200 seconds=... maxrss_mb=...
+//	overhead  ms_per_message=... ratio=...
+//
+// Peak RSS is the decreectl process's (controller and worker are embedded
+// in it); routines are separate processes and not counted. Memory is flat
+// when the peak RSS of a chain of N/4 messages and of N messages are close:
+// both are printed.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+const routine = `#!/usr/bin/env bash
+# Bench: queue the next message of the chain until seq reaches LAST, exit 0.
+set -euo pipefail
+spec_file="${spec_file:-}"
+message_file="${message_file:-}"
+message_id="${message_id:-}"
+message_dir="${message_dir:-}"
+chain="${chain:-}"
+seq="${seq:-}"
+last="${last:-0}"
+if [ "$seq" -lt "$last" ]; then
+  printf -- '---\nlast: %s\n---\nnext\n' "$last" > ".decree/inbox/${chain}-$((seq + 1)).md"
+fi
+exit 0
+`
+
+func main() {
+	ctl := flag.String("decreectl", "", "path of the built decreectl")
+	n := flag.Int("n", 200, "messages in the chain")
+	files := flag.Int("files", 1000, "files in the project tree")
+	runs := flag.Int("runs", 3, "repetitions; the median is reported")
+	prof := flag.String("profile", "", "profile one in-process run into this directory")
+	flag.Parse()
+	if *prof != "" {
+		if err := profile(*prof, *n, *files); err != nil {
+			fmt.Fprintln(os.Stderr, "pipeline-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *ctl == "" {
+		fmt.Fprintln(os.Stderr, "pipeline-bench: -decreectl PATH is required")
+		os.Exit(2)
+	}
+	if err := run(*ctl, *n, *files, *runs); err != nil {
+		fmt.Fprintln(os.Stderr, "pipeline-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctl string, n, files, runs int) error {
+	var bashS, decreeS []float64
+	var rss, rssSmall int64
+	for i := 0; i < runs; i++ {
+		dir, err := project(files, n)
+		if err != nil {
+			return err
+		}
+		b, err := viaBash(dir, n)
+		if err != nil {
+			return err
+		}
+		d, r, err := viaDecree(ctl, dir, n)
+		if err != nil {
+			return err
+		}
+		os.RemoveAll(dir)
+		bashS, decreeS = append(bashS, b), append(decreeS, d)
+		rss = max(rss, r)
+		fmt.Printf("run %d: bash seconds=%.3f decree seconds=%.3f maxrss_mb=%.1f\n", i+1, b, d, float64(r)/1024)
+	}
+	// A chain a quarter as long, for the memory comparison.
+	small := max(n/4, 1)
+	dir, err := project(files, small)
+	if err != nil {
+		return err
+	}
+	_, rssSmall, err = viaDecree(ctl, dir, small)
+	os.RemoveAll(dir)
+	if err != nil {
+		return err
+	}
+	b, d := median(bashS), median(decreeS)
+	fmt.Printf("bash      n=%d seconds=%.3f\n", n, b)
+	fmt.Printf("decree    n=%d seconds=%.3f maxrss_mb=%.1f\n", n, d, float64(rss)/1024)
+	fmt.Printf("decree    n=%d maxrss_mb=%.1f (memory check: flat if close to the line above)\n", small, float64(rssSmall)/1024)
+	fmt.Printf("overhead  files=%d ms_per_message=%.2f ratio=%.1f\n", files, (d-b)*1000/float64(n), d/b)
+	return nil
+}
+
+// project creates a decree project with a tree of files and the bench
+// routine, configured for a chain of n messages.
+func project(files, n int) (string, error) {
+	dir, err := os.MkdirTemp("", "decree-pipebench-")
+	if err != nil {
+		return "", err
+	}
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < files; i++ {
+		p := filepath.Join(dir, "src", fmt.Sprintf("d%02d", i%40), fmt.Sprintf("f%04d.txt", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		b := make([]byte, 512+rng.Intn(2048))
+		for j := range b {
+			b[j] = byte('a' + rng.Intn(26))
+			if j%64 == 63 {
+				b[j] = '\n'
+			}
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	for _, d := range []string{"routines", "inbox/done", "inbox/dead", "outbox"} {
+		if err := os.MkdirAll(filepath.Join(dir, ".decree", d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	cfg := fmt.Sprintf("commands:\n  router: \"\"\nmax_retries: 1\nmax_depth: %d\ndefault_routine: chain\n", n+10)
+	if err := os.WriteFile(filepath.Join(dir, ".decree", "config.yml"), []byte(cfg), 0o644); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, ".decree", "routines", "chain.sh"), []byte(routine), 0o755)
+}
+
+// viaBash runs the routine n times directly, as decree would (same
+// environment variables, same follow-up file, removed afterwards).
+func viaBash(dir string, n int) (float64, error) {
+	script := filepath.Join(dir, ".decree", "routines", "chain.sh")
+	chain := "2000010100000000"
+	start := time.Now()
+	for seq := 0; seq < n; seq++ {
+		cmd := exec.Command("bash", script)
+		cmd.Dir = dir
+		id := chain + "-" + strconv.Itoa(seq)
+		cmd.Env = append(os.Environ(), "chain="+chain, "seq="+strconv.Itoa(seq), "message_id="+id,
+			"message_dir=.decree/runs/"+id, "message_file=.decree/runs/"+id+"/message.md", "spec_file=", "last="+strconv.Itoa(n-1))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("bash %s: %v\n%s", script, err, out)
+		}
+		os.Remove(filepath.Join(dir, ".decree", "inbox", fmt.Sprintf("%s-%d.md", chain, seq+1)))
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// viaDecree runs the chain with decreectl run and returns wall seconds and
+// peak RSS in KiB.
+func viaDecree(ctl, dir string, n int) (float64, int64, error) {
+	cmd := exec.Command(ctl, "-C", dir, "run", "-q", "-m", "bench", "-p", "go", "-v", "last="+strconv.Itoa(n-1))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "DECREE_CONTROLLER=")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	secs := time.Since(start).Seconds()
+	if err != nil {
+		return 0, 0, fmt.Errorf("decreectl run: %v\n%s", err, tail(out))
+	}
+	done, _ := os.ReadDir(filepath.Join(dir, ".decree", "inbox", "done"))
+	if len(done) != n {
+		return 0, 0, fmt.Errorf("decreectl run finished %d messages, want %d\n%s", len(done), n, tail(out))
+	}
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	var rss int64
+	if ru != nil {
+		rss = ru.Maxrss
+	}
+	return secs, rss, nil
+}
+
+func tail(b []byte) []byte {
+	if len(b) > 4000 {
+		return b[len(b)-4000:]
+	}
+	return b
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"github.com/decreehq/decree/cmd/decreectl/cli"
+)
+
+// profile runs the chain once through cli.Main in this process with CPU,
+// block and mutex profiling on, writing the profiles into out.
+func profile(out string, n, files int) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	dir, err := project(files, n)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	f, err := os.Create(filepath.Join(out, "cpu.pprof"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	runtime.SetBlockProfileRate(int(time.Millisecond))
+	runtime.SetMutexProfileFraction(10)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	start := time.Now()
+	code := cli.Main(context.Background(), []string{"-C", dir, "run", "-q", "-m", "bench", "-p", "go", "-v", "last=" + strconv.Itoa(n-1)},
+		nil, io.Discard, io.Discard)
+	secs := time.Since(start).Seconds()
+	pprof.StopCPUProfile()
+	for _, name := range []string{"block", "mutex"} {
+		pf, err := os.Create(filepath.Join(out, name+".pprof"))
+		if err != nil {
+			return err
+		}
+		_ = pprof.Lookup(name).WriteTo(pf, 0)
+		pf.Close()
+	}
+	if code != 0 {
+		return fmt.Errorf("decreectl run exited %d", code)
+	}
+	fmt.Printf("in-process n=%d seconds=%.3f ms_per_message=%.2f (profiles in %s)\n", n, secs, secs*1000/float64(n), out)
+	return nil
+}

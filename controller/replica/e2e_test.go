@@ -1,0 +1,556 @@
+package replica_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// End-to-end tests: a real decree-controller and real decree-worker
+// processes, each worker with its own workspace directory (a replica), all
+// talking over the controller's unix socket.
+
+func requireTool(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not found: %v", name, err)
+		}
+		t.Skipf("%s not found: %v", name, err)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds decree-controller and decree-worker once per test run.
+func binaries(t *testing.T) string {
+	t.Helper()
+	requireTool(t, "go")
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "decree-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/decree-controller", "./cmd/decree-worker")
+		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// proc is a started process with its output kept in a file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  string
+	done chan struct{}
+}
+
+func start(t *testing.T, dir, name string, args ...string) *proc {
+	t.Helper()
+	out := filepath.Join(dir, name+".log")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: cmd, out: out, done: make(chan struct{})}
+	go func() { cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			p.kill(syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(out)
+			t.Logf("--- %s output ---\n%s", name, tail(string(b), 60))
+		}
+	})
+	return p
+}
+
+func (p *proc) kill(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const spawnRoutine = `#!/usr/bin/env bash
+# Spawn a chain: every message records itself; seq 0 queues a follow-up
+# through the outbox, seq 1 one through the inbox, seq 2 ends the chain.
+set -euo pipefail
+echo "$message_id" >> log.txt
+mkdir -p out
+echo "seq $seq" > "out/$seq.txt"
+grep -q "spec line" "$spec_file"
+case "$seq" in
+0)
+  rm -f delete-me.txt
+  chmod +x tool.sh
+  ln -s out/0.txt latest
+  printf -- '---\nroutine: spawn\ninput_file: .decree/migrations/one.spec.md\n---\nsecond\n' > .decree/outbox/next.md
+  ;;
+1)
+  printf -- '---\nroutine: spawn\ninput_file: .decree/migrations/one.spec.md\n---\nthird\n' > ".decree/inbox/${chain}-2.md"
+  ;;
+2)
+  head -c 3000000 /dev/urandom > big.bin
+  ;;
+esac
+`
+
+const slowRoutine = `#!/usr/bin/env bash
+# The first attempt announces itself (with its pid) and hangs; later ones
+# finish at once.
+set -euo pipefail
+echo "attempt $DECREE_ATTEMPT" >> slow.txt
+if [ "$DECREE_ATTEMPT" = 1 ]; then
+  echo $$ > started-marker
+  sleep 120
+fi
+echo finished >> slow.txt
+`
+
+const failRoutine = `#!/usr/bin/env bash
+# Always fails, leaving junk behind in the tree.
+echo "junk from attempt $DECREE_ATTEMPT" > junk.txt
+exit 1
+`
+
+const checkRoutine = `#!/usr/bin/env bash
+# Succeeds only in a replica without the failed message's junk.
+set -euo pipefail
+if [ -e junk.txt ]; then echo "junk.txt is still here" >&2; exit 3; fi
+echo clean > checked.txt
+`
+
+const pauseRoutine = `#!/usr/bin/env bash
+# Announces itself, pauses, finishes.
+set -euo pipefail
+echo begin >> pause.txt
+echo $$ > paused-marker
+sleep 3
+echo end >> pause.txt
+echo "pause routine output"
+`
+
+// project creates the controller's project directory.
+func project(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "P")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		states, _ := filepath.Glob(filepath.Join(p, ".decree", "runs", "*", "state.json"))
+		for _, s := range states {
+			b, _ := os.ReadFile(s)
+			t.Logf("%s:\n%s", s, b)
+		}
+	})
+	files := map[string]string{
+		".decree/config.yml":             "max_retries: 3\ndefault_routine: spawn\n",
+		".decree/routines/spawn.sh":      spawnRoutine,
+		".decree/routines/slow.sh":       slowRoutine,
+		".decree/routines/pause.sh":      pauseRoutine,
+		".decree/routines/fail.sh":       failRoutine,
+		".decree/routines/check.sh":      checkRoutine,
+		".decree/migrations/one.spec.md": "# One\n\nspec line\n",
+		"delete-me.txt":                  "bye\n",
+		"tool.sh":                        "echo tool\n",
+		"src/main.txt":                   "main\n",
+		".gitignore":                     "*.tmp\n",
+	}
+	for rel, content := range files {
+		full := filepath.Join(p, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(rel, ".sh") && strings.HasPrefix(rel, ".decree") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(full, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func dropMessage(t *testing.T, p, name, body string) {
+	t.Helper()
+	dir := filepath.Join(p, ".decree", "inbox")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name+".md")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func doneCount(p string) int {
+	ents, _ := os.ReadDir(filepath.Join(p, ".decree", "inbox", "done"))
+	return len(ents)
+}
+
+func inboxEmpty(p string) bool {
+	ents, _ := os.ReadDir(filepath.Join(p, ".decree", "inbox"))
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".md") {
+			return false
+		}
+	}
+	return true
+}
+
+type runState struct {
+	MessageID string `json:"message_id"`
+	Routine   string `json:"routine"`
+	Attempts  []struct {
+		N        int    `json:"attempt"`
+		ExitCode int    `json:"exit_code"`
+		Error    string `json:"error"`
+		WorkerID string `json:"worker_id"`
+		Start    time.Time
+		End      time.Time
+	} `json:"attempts"`
+}
+
+// runsOf reads the state of every run of routine.
+func runsOf(t *testing.T, p, routine string) []runState {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(p, ".decree", "runs", "*", "state.json"))
+	var out []runState
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s runState
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		if s.Routine == routine {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// killGroupOf kills the process group whose leader's pid is in file.
+func killGroupOf(file string) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+func TestEndToEndReplicaWorkers(t *testing.T) {
+	requireTool(t, "bash")
+	bin := binaries(t)
+	dir := t.TempDir()
+	p := project(t, dir)
+	w1, w2 := filepath.Join(dir, "W1"), filepath.Join(dir, "W2")
+	for _, w := range []string{w1, w2} {
+		if err := os.Mkdir(w, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const ttl = 2 * time.Second
+	start(t, dir, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
+	sock := filepath.Join(p, ".decree", "decree.sock")
+	waitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	workers := map[string]*proc{
+		"w1": start(t, dir, "worker1", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+sock, "--workspace", w1, "--id", "w1"),
+		"w2": start(t, dir, "worker2", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+sock, "--workspace", w2, "--id", "w2"),
+	}
+
+	t.Run("chain with follow-ups", func(t *testing.T) {
+		dropMessage(t, p, "task", "---\nroutine: spawn\ninput_file: .decree/migrations/one.spec.md\n---\nfirst\n")
+		waitFor(t, 60*time.Second, "three messages done", func() bool { return doneCount(p) == 3 && inboxEmpty(p) })
+		lines := strings.Fields(read(t, filepath.Join(p, "log.txt")))
+		if len(lines) != 3 || !strings.HasSuffix(lines[0], "-0") || !strings.HasSuffix(lines[1], "-1") || !strings.HasSuffix(lines[2], "-2") {
+			t.Errorf("log.txt = %q, want the chain's three ids in order", lines)
+		}
+		for seq := 0; seq < 3; seq++ {
+			if got := read(t, filepath.Join(p, "out", fmt.Sprintf("%d.txt", seq))); got != fmt.Sprintf("seq %d\n", seq) {
+				t.Errorf("out/%d.txt = %q", seq, got)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(p, "delete-me.txt")); !os.IsNotExist(err) {
+			t.Errorf("delete-me.txt still in the controller's tree: %v", err)
+		}
+		if fi, err := os.Stat(filepath.Join(p, "tool.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+			t.Errorf("tool.sh not executable on the controller: %v %v", fi, err)
+		}
+		if target, err := os.Readlink(filepath.Join(p, "latest")); err != nil || target != "out/0.txt" {
+			t.Errorf("latest -> %q, %v; want a symlink to out/0.txt", target, err)
+		}
+		if fi, err := os.Stat(filepath.Join(p, "big.bin")); err != nil || fi.Size() != 3000000 {
+			t.Errorf("big.bin on the controller: %v %v", fi, err)
+		}
+		// Both workers took part, and the replicas did not write into P.
+		used := map[string]bool{}
+		for _, r := range runsOf(t, p, "spawn") {
+			for _, a := range r.Attempts {
+				used[a.WorkerID] = true
+				if a.ExitCode != 0 {
+					t.Errorf("%s attempt %d failed: %s", r.MessageID, a.N, a.Error)
+				}
+			}
+		}
+		if !used["w1"] || !used["w2"] {
+			t.Errorf("workers used: %v, want both", used)
+		}
+		if _, err := os.Stat(filepath.Join(p, ".decree", "replica")); !os.IsNotExist(err) {
+			t.Error("the controller's project has replica state: a worker worked in place")
+		}
+		// The diff of the last message is the controller's own checkpoint diff.
+		if diffs, _ := filepath.Glob(filepath.Join(p, ".decree", "runs", "*", "changes.diff")); len(diffs) != 3 {
+			t.Errorf("%d changes.diff files, want 3", len(diffs))
+		}
+	})
+
+	t.Run("revert happens on the controller and replicas follow", func(t *testing.T) {
+		dropMessage(t, p, "doomed", "---\nroutine: fail\n---\nfail\n")
+		waitFor(t, 60*time.Second, "the failing message dead-lettered", func() bool {
+			ents, _ := os.ReadDir(filepath.Join(p, ".decree", "inbox", "dead"))
+			return len(ents) > 0 && inboxEmpty(p)
+		})
+		if _, err := os.Lstat(filepath.Join(p, "junk.txt")); !os.IsNotExist(err) {
+			t.Fatalf("junk.txt survived the revert on the controller: %v", err)
+		}
+		runs := runsOf(t, p, "fail")
+		if len(runs) != 1 || len(runs[0].Attempts) != 3 {
+			t.Fatalf("runs of fail: %+v, want three attempts", runs)
+		}
+		// Both replicas ran an attempt and keep junk.txt until their next sync.
+		for _, ws := range []string{w1, w2} {
+			if _, err := os.Stat(filepath.Join(ws, "junk.txt")); err != nil {
+				t.Errorf("replica %s has no junk.txt (did both run an attempt?): %v", ws, err)
+			}
+		}
+		dropMessage(t, p, "check1", "---\nroutine: check\n---\ncheck\n")
+		waitFor(t, 60*time.Second, "the first check done", func() bool { return doneCount(p) == 4 && inboxEmpty(p) })
+		dropMessage(t, p, "check2", "---\nroutine: check\n---\ncheck\n")
+		waitFor(t, 60*time.Second, "the second check done", func() bool { return doneCount(p) == 5 && inboxEmpty(p) })
+		used := map[string]bool{}
+		for _, r := range runsOf(t, p, "check") {
+			for _, a := range r.Attempts {
+				used[a.WorkerID] = true
+				if a.ExitCode != 0 {
+					t.Errorf("check on %s failed: %s", a.WorkerID, a.Error)
+				}
+			}
+		}
+		if len(used) != 2 {
+			t.Errorf("checks ran on %v, want both replicas", used)
+		}
+	})
+
+	t.Run("kill -9 fails over within the TTL", func(t *testing.T) {
+		dropMessage(t, p, "slow", "---\nroutine: slow\n---\nslow work\n")
+		var victim, marker string
+		waitFor(t, 60*time.Second, "the slow routine to start on a worker", func() bool {
+			for id, ws := range map[string]string{"w1": w1, "w2": w2} {
+				if _, err := os.Stat(filepath.Join(ws, "started-marker")); err == nil {
+					victim, marker = id, filepath.Join(ws, "started-marker")
+					return true
+				}
+			}
+			return false
+		})
+		t.Cleanup(func() { killGroupOf(marker) }) // the orphaned routine
+		killed := time.Now()
+		workers[victim].kill(syscall.SIGKILL)
+		<-workers[victim].done
+		waitFor(t, 60*time.Second, "the slow message done", func() bool { return doneCount(p) == 6 && inboxEmpty(p) })
+		runs := runsOf(t, p, "slow")
+		if len(runs) != 1 || len(runs[0].Attempts) != 2 {
+			t.Fatalf("runs of slow: %+v, want one run with two attempts", runs)
+		}
+		a1, a2 := runs[0].Attempts[0], runs[0].Attempts[1]
+		if a1.WorkerID != victim || !strings.Contains(a1.Error, "worker lost") {
+			t.Errorf("attempt 1 on %s: %q, want worker lost on %s", a1.WorkerID, a1.Error, victim)
+		}
+		if a2.WorkerID == victim || a2.ExitCode != 0 {
+			t.Errorf("attempt 2 on %s exit %d, want success on the other worker", a2.WorkerID, a2.ExitCode)
+		}
+		if lost := a1.End.Sub(killed); lost > ttl+2*time.Second {
+			t.Errorf("the lease was declared lost %s after the kill, want within the TTL (%s) plus a little", lost, ttl)
+		}
+		if got := read(t, filepath.Join(p, "slow.txt")); got != "attempt 2\nfinished\n" {
+			t.Errorf("slow.txt = %q, want only the second attempt's work", got)
+		}
+	})
+}
+
+// proxy forwards unix connections to target and can cut them all.
+type proxy struct {
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	cuts   int
+}
+
+func newProxy(t *testing.T, path, target string) *proxy {
+	t.Helper()
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &proxy{lis: lis, target: target}
+	go px.serve()
+	t.Cleanup(func() { lis.Close(); px.cut() })
+	return px
+}
+
+func (px *proxy) serve() {
+	for {
+		c, err := px.lis.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("unix", px.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		px.mu.Lock()
+		px.conns = append(px.conns, c, up)
+		px.mu.Unlock()
+		go func() { io.Copy(up, c); up.Close() }()
+		go func() { io.Copy(c, up); c.Close() }()
+	}
+}
+
+// cut closes every connection made so far.
+func (px *proxy) cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		c.Close()
+	}
+	px.conns = nil
+	px.cuts++
+}
+
+func TestEndToEndDroppedConnectionTakesLeasePath(t *testing.T) {
+	requireTool(t, "bash")
+	bin := binaries(t)
+	dir := t.TempDir()
+	p := project(t, dir)
+	w := filepath.Join(dir, "W")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	start(t, dir, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
+	sock := filepath.Join(p, ".decree", "decree.sock")
+	waitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	px := newProxy(t, filepath.Join(dir, "proxy.sock"), sock)
+	start(t, dir, "worker", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+filepath.Join(dir, "proxy.sock"), "--workspace", w, "--id", "wp")
+
+	dropMessage(t, p, "pause", "---\nroutine: pause\n---\npause\n")
+	marker := filepath.Join(w, "paused-marker")
+	waitFor(t, 60*time.Second, "the routine to start", func() bool { _, err := os.Stat(marker); return err == nil })
+	t.Cleanup(func() { killGroupOf(marker) })
+	px.cut()
+	waitFor(t, 60*time.Second, "the message done", func() bool { return doneCount(p) == 1 && inboxEmpty(p) })
+
+	runs := runsOf(t, p, "pause")
+	if len(runs) != 1 {
+		t.Fatalf("runs: %+v", runs)
+	}
+	atts := runs[0].Attempts
+	last := atts[len(atts)-1]
+	switch {
+	case len(atts) == 1 && last.ExitCode == 0:
+		t.Log("the worker reconnected and its result was accepted under the same lease")
+	case len(atts) == 2 && strings.Contains(atts[0].Error, "worker lost") && last.ExitCode == 0:
+		t.Log("the lease was lost and the attempt retried")
+	default:
+		t.Fatalf("attempts %+v, want one accepted attempt, or a lost one then a successful one", atts)
+	}
+	// Nothing lost, nothing duplicated: the controller's tree holds the
+	// work of exactly the accepted attempt.
+	if got := read(t, filepath.Join(p, "pause.txt")); got != "begin\nend\n" {
+		t.Errorf("pause.txt = %q, want one begin and one end", got)
+	}
+	logs, _ := filepath.Glob(filepath.Join(p, ".decree", "runs", runs[0].MessageID, "routine*.log"))
+	var all bytes.Buffer
+	for _, l := range logs {
+		all.WriteString(read(t, l))
+	}
+	if n := strings.Count(all.String(), "pause routine output"); n != 1 {
+		t.Errorf("routine output appears %d times in the logs %v, want once", n, logs)
+	}
+	if px.cuts < 1 {
+		t.Error("the proxy never cut the connection")
+	}
+}

@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a command started by a test, stopped at cleanup.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs a built command in dir; cleanup kills it if still running.
+func start(t *testing.T, dir, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin(t, name), args...)
+	p.cmd.Dir = dir
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Env = append(os.Environ(), "DECREE_CONTROLLER=")
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.kill(syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.out)
+		}
+	})
+	return p
+}
+
+func (p *proc) kill(sig syscall.Signal) {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("%s did not exit within %s\n%s", p.name, d, p.out)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	return 0
+}
+
+// startController starts decree-controller on the project and waits until
+// its socket accepts connections.
+func startController(t *testing.T, p *project, extra ...string) *proc {
+	t.Helper()
+	c := start(t, p.dir, "decree-controller", append([]string{"--project", p.dir}, extra...)...)
+	sock := p.path(".decree/decree.sock")
+	waitFor(t, "the controller's socket", 20*time.Second, func() bool {
+		select {
+		case <-c.done:
+			t.Fatalf("decree-controller exited early:\n%s", c.out)
+		default:
+		}
+		return socketLive(sock)
+	})
+	return c
+}
+
+func startWorker(t *testing.T, p *project, id string) *proc {
+	t.Helper()
+	return start(t, p.dir, "decree-worker", "--controller", "unix://"+p.path(".decree/decree.sock"), "--workspace", p.dir, "--id", id)
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the ")" that ends the command name.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+func readPid(t *testing.T, p *project, rel string) int {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(p.read(rel)))
+	if err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	t.Cleanup(func() {
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid
+}
+
+// TestThreeProcesses: decree-controller and decree-worker as separate
+// processes; decreectl finds the controller on the project's socket and
+// uses it (no embedded controller: the project lock would refuse one) to
+// run a chain with follow-ups.
+func TestThreeProcesses(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.routine("develop", "", `echo "$message_id" >> .decree/order.log
+echo "step $seq" >> steps.txt
+if [ "$seq" -lt 2 ]; then printf 'next step\n' > ".decree/outbox/step-$seq.md"; fi`)
+	startController(t, p)
+	startWorker(t, p, "e2e-worker")
+
+	r := p.ctl("", "--verbose", "run", "-m", "chain", "-p", "start")
+	mustCode(t, r, 0)
+	contains(t, "decreectl log", r.stderr, "using the controller already serving the project")
+	runs := p.runs()
+	if len(runs) != 3 {
+		t.Fatalf("runs = %v, want -0, -1, -2\n%s", runs, r)
+	}
+	for i, id := range runs {
+		if !strings.HasSuffix(id, fmt.Sprintf("-%d", i)) {
+			t.Errorf("runs[%d] = %s", i, id)
+		}
+		if !strings.Contains(p.read(".decree/runs/"+id+"/run.json"), `"worker_id": "e2e-worker"`) {
+			t.Errorf("%s did not run on the separate worker:\n%s", id, p.read(".decree/runs/"+id+"/run.json"))
+		}
+	}
+	p.sameTree(map[string]string{"steps.txt": "step 0\nstep 1\nstep 2\n"})
+	// The long-running controller lists the worker.
+	r = p.ctl("", "workers")
+	mustCode(t, r, 0)
+	contains(t, "workers", r.stdout, "e2e-worker")
+}
+
+// slowRoutine writes a marker and, on attempt 1, sleeps in the background
+// of a wait so that the test can kill the controller meanwhile.
+const slowRoutine = `echo "attempt $DECREE_ATTEMPT" >> .decree/attempts.log
+echo "partial $DECREE_ATTEMPT" > "partial-$DECREE_ATTEMPT.txt"
+if [ "$DECREE_ATTEMPT" = 1 ]; then
+  sleep 120 &
+  echo $! > .decree/sleep.pid
+  echo $$ > .decree/slow.pid
+  wait
+  echo late > late.txt
+fi
+echo finished > done.txt`
+
+// checkCrashRecovery asserts the state after a crash in attempt 1 and a
+// restart: retried once, done once, tree = manifest + changes.diff.
+func checkCrashRecovery(t *testing.T, p *project, name string) {
+	t.Helper()
+	if got := p.read(".decree/attempts.log"); got != "attempt 1\nattempt 2\n" {
+		t.Errorf("attempts.log = %q", got)
+	}
+	if done := p.messages(".decree/inbox/done"); len(done) != 1 || done[0] != name+".md" {
+		t.Errorf("done = %v", done)
+	}
+	if n := len(p.messages(".decree/inbox")) + len(p.messages(".decree/inbox/dead")); n != 0 {
+		t.Errorf("left over: inbox %v dead %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/dead"))
+	}
+	id := p.onlyRun()
+	rj := p.runJSON(id)
+	if rj.Attempts != 2 || rj.Outcome != "succeeded" || len(rj.Details) != 2 {
+		t.Fatalf("run.json = %+v", rj)
+	}
+	contains(t, "attempt 1 error", rj.Details[0].Error, "controller restarted")
+	after := map[string]string{"base.txt": "base\n", "partial-1.txt": "partial 1\n", "partial-2.txt": "partial 2\n", "done.txt": "finished\n"}
+	p.sameTree(after)
+
+	// The tree is the checkpoint plus changes.diff: reversing the diff
+	// gives back exactly the manifest.
+	requireTool(t, "git")
+	diff := p.read(".decree/runs/" + id + "/changes.diff")
+	if out, err := p.git(diff, "apply", "-R", "-"); err != nil {
+		t.Fatalf("git apply -R changes.diff: %v %s", err, out)
+	}
+	p.sameTree(map[string]string{"base.txt": "base\n"})
+	man := p.manifest(id)
+	if len(man) != 1 || man["base.txt"].SHA256 != sha("base\n") {
+		t.Errorf("manifest = %+v", man)
+	}
+}
+
+// TestCrashControllerProcess: kill -9 of decree-controller while a routine
+// runs on a separate decree-worker; a new controller counts the attempt as
+// failed ("controller restarted") and retries; the worker stops the
+// orphaned routine, whose lease the new controller does not know.
+func TestCrashControllerProcess(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.write("base.txt", "base\n")
+	p.routine("develop", "", slowRoutine)
+	p.write(".decree/inbox/slow.md", "slow work\n")
+
+	c := startController(t, p)
+	startWorker(t, p, "crash-worker")
+	waitFor(t, "attempt 1 to start", 30*time.Second, func() bool { return p.exists(".decree/slow.pid") })
+	bashPid, sleepPid := readPid(t, p, ".decree/slow.pid"), readPid(t, p, ".decree/sleep.pid")
+	c.kill(syscall.SIGKILL)
+	c.wait(t, 10*time.Second)
+	if !alive(bashPid) {
+		t.Fatalf("the routine died with the controller; the test proves nothing")
+	}
+
+	startController(t, p)
+	waitFor(t, "the message to be done", 60*time.Second, func() bool {
+		return p.exists(".decree/inbox/done/slow.md") && hasRunJSON(p)
+	})
+	waitFor(t, "the orphaned routine to be stopped", 30*time.Second, func() bool { return !alive(bashPid) && !alive(sleepPid) })
+	if p.exists("late.txt") {
+		t.Errorf("the orphaned attempt went on writing to the tree")
+	}
+	checkCrashRecovery(t, p, "slow")
+}
+
+// TestCrashEmbedded: kill -9 of `decreectl run` (embedded controller and
+// worker) while its routine runs; the routine does not outlive it, and the
+// next `decreectl process` retries the message by the rules.
+func TestCrashEmbedded(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.write("base.txt", "base\n")
+	p.routine("develop", "", slowRoutine)
+
+	ctl := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "slow", "-p", "slow work")
+	waitFor(t, "attempt 1 to start", 30*time.Second, func() bool { return p.exists(".decree/slow.pid") })
+	bashPid, _ := readPid(t, p, ".decree/slow.pid"), readPid(t, p, ".decree/sleep.pid")
+	ctl.kill(syscall.SIGKILL)
+	ctl.wait(t, 10*time.Second)
+	waitFor(t, "the routine to die with decreectl", 10*time.Second, func() bool { return !alive(bashPid) })
+
+	r := p.ctl("", "process")
+	mustCode(t, r, 0)
+	if p.exists("late.txt") {
+		t.Errorf("the killed attempt wrote late.txt")
+	}
+	checkCrashRecovery(t, p, "slow")
+	if _, err := os.Stat(filepath.Join(p.dir, ".decree", "decree.sock")); err == nil && socketLive(p.path(".decree/decree.sock")) {
+		t.Errorf("a controller still serves the project after decreectl exited")
+	}
+}
+
+// hasRunJSON reports whether some run of the project has its run.json.
+func hasRunJSON(p *project) bool {
+	m, _ := filepath.Glob(p.path(".decree/runs/*/run.json"))
+	return len(m) > 0
+}

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func osRename(a, b string) error { return os.Rename(a, b) }
+
+// badFrontmatter: a malformed message dropped into the inbox is
+// dead-lettered byte for byte with a note; a good one beside it runs.
+func badFrontmatter(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig)
+	p.routine("develop", "", `echo ran >> ran.txt`)
+	broken := "---\nroutine: [unclosed\n---\nbody\n"
+	p.write(".decree/inbox/broken.md", broken)
+	p.write(".decree/inbox/fine.md", "---\nroutine: develop\n---\nfine\n")
+	r := p.ctl("", "process")
+	mustCode(t, r, 1)
+	if got := p.read(".decree/inbox/dead/broken.md"); got != broken {
+		t.Errorf("dead letter changed: %q", got)
+	}
+	note := p.read(".decree/inbox/dead/broken.md.dead.txt")
+	contains(t, "dead note", note, "reason: InvalidMessage")
+	contains(t, "stderr", r.stderr, "broken")
+	if !p.exists(".decree/inbox/done/fine.md") {
+		t.Errorf("the good message did not run: done %v\n%s", p.messages(".decree/inbox/done"), r)
+	}
+	p.sameTree(map[string]string{"ran.txt": "ran\n"})
+}
+
+// badUnknownRoutine: a routine that does not exist dead-letters the
+// message with RoutineNotFound before anything runs.
+func badUnknownRoutine(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig)
+	p.routine("develop", "", `echo ran > ran.txt`)
+	r := p.ctl("", "run", "-m", "u", "-p", "x", "-v", "routine=nope")
+	mustCode(t, r, 1)
+	note := p.read(".decree/inbox/dead/u.md.dead.txt")
+	contains(t, "dead note", note, "reason: RoutineNotFound")
+	contains(t, "dead note", note, "nope")
+	contains(t, "stderr", r.stderr, "RoutineNotFound")
+	p.sameTree(map[string]string{})
+	if len(p.runs()) != 0 {
+		t.Errorf("runs = %v", p.runs())
+	}
+}
+
+// badArguments: bad -m and -v are refused with exit 2 and nothing queued.
+func badArguments(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig)
+	p.routine("develop", "", `echo ran > ran.txt`)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-m", "../x", "-p", "x"}, "../x"},
+		{[]string{"run", "-m", "a/b", "-p", "x"}, "a/b"},
+		{[]string{"run", "-p", "x", "-v", "1bad=x"}, "1bad"},
+		{[]string{"run", "-p", "x", "-v", "novalue"}, "KEY=VALUE"},
+		{[]string{"run", "-p", "x", "-v", "id=5"}, "derived"},
+		{[]string{"run", "-p", "x", "-v", "a=1", "-v", "a=2"}, "twice"},
+		{[]string{"run", "--no-such-flag"}, "no-such-flag"},
+	}
+	for _, c := range cases {
+		r := p.ctl("", c.args...)
+		if r.code != 2 {
+			t.Errorf("want exit 2\n%s", r)
+		}
+		contains(t, "stderr", r.stderr, c.want)
+	}
+	if n := len(p.messages(".decree/inbox")) + len(p.messages(".decree/inbox/dead")) + len(p.runs()); n != 0 {
+		t.Errorf("bad arguments queued something: inbox %v dead %v runs %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/dead"), p.runs())
+	}
+	p.sameTree(map[string]string{})
+}
+
+// badFollowUps: a follow-up of another chain written into the inbox, a
+// symlink in the outbox, and a file written to .decree/outbox/../ are
+// rejected or ignored; the message itself completes.
+func badFollowUps(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig)
+	outside := p.path("../" + strings.TrimPrefix(p.dir, "/") + "-secret.md")
+	_ = outside
+	p.routine("develop", "", `[ "$seq" = 0 ] || { echo "follow-up $message_id ran" >> .decree/ran.log; exit 0; }
+printf 'other chain\n' > .decree/inbox/1111111111111111-1.md
+printf 'escape\n' > .decree/outbox/../x.md
+ln -s /etc/hostname .decree/outbox/evil.md
+printf 'good one\n' > .decree/outbox/good.md
+echo main > main.txt`)
+	r := p.ctl("", "run", "-m", "parent", "-p", "x")
+	mustCode(t, r, 1) // a rejected follow-up counts as a dead letter of the chain
+	if !p.exists(".decree/inbox/done/parent.md") {
+		t.Fatalf("parent not done: %v\n%s", p.messages(".decree/inbox/done"), r)
+	}
+	contains(t, "note", p.read(".decree/inbox/dead/1111111111111111-1.md.dead.txt"), "reason: InvalidFollowUp")
+	contains(t, "note", p.read(".decree/inbox/dead/1111111111111111-1.md.dead.txt"), "chain")
+	contains(t, "note", p.read(".decree/inbox/dead/evil.md.dead.txt"), "not a regular file")
+	ran := p.read(".decree/ran.log")
+	if strings.Count(ran, "ran") != 1 {
+		t.Errorf("follow-ups that ran:\n%s", ran)
+	}
+	if p.exists(".decree/inbox/x.md") || strings.Contains(ran, "x.md") {
+		t.Errorf("a file written outside the outbox became a message")
+	}
+	p.sameTree(map[string]string{"main.txt": "main\n"})
+}
+
+// badMissingSpec: an input_file that does not exist is refused before
+// queueing (run) or dead-letters the message (dropped into the inbox).
+func badMissingSpec(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig)
+	p.routine("develop", "", `echo ran > ran.txt`)
+	r := p.ctl("", "run", "-v", "input_file=specs/nope.spec.md")
+	mustCode(t, r, 2)
+	contains(t, "stderr", r.stderr, "specs/nope.spec.md")
+	r = p.ctl("", "run", "-v", "input_file=../../etc/passwd")
+	mustCode(t, r, 2)
+	contains(t, "stderr", r.stderr, "inside the project")
+	if len(p.messages(".decree/inbox")) != 0 {
+		t.Errorf("inbox = %v", p.messages(".decree/inbox"))
+	}
+	p.write(".decree/inbox/ghost.md", "---\ninput_file: specs/ghost.spec.md\n---\n")
+	r = p.ctl("", "process")
+	mustCode(t, r, 1)
+	note := p.read(".decree/inbox/dead/ghost.md.dead.txt")
+	contains(t, "dead note", note, "reason: InputFileNotFound")
+	contains(t, "dead note", note, "specs/ghost.spec.md")
+	p.sameTree(map[string]string{})
+}
+
+// badSignal: a routine killed by a signal is a failed attempt that says
+// so; exhausted, the message is dead-lettered and the tree reverted.
+func badSignal(t *testing.T, m mode) {
+	p := newProject(t, m, "max_retries: 2\ndefault_routine: develop\n")
+	p.routine("develop", "", `echo partial > partial.txt
+kill -KILL $$`)
+	r := p.ctl("", "run", "-m", "sig", "-p", "x")
+	mustCode(t, r, 1)
+	rj := p.runJSON(p.onlyRun())
+	if rj.Attempts != 2 || len(rj.Details) != 2 {
+		t.Fatalf("run.json = %+v", rj)
+	}
+	if e := strings.ToLower(rj.Details[0].Error); !strings.Contains(e, "signal") && !strings.Contains(e, "kill") {
+		t.Errorf("attempt error %q does not mention the signal", rj.Details[0].Error)
+	}
+	contains(t, "dead note", p.read(".decree/inbox/dead/sig.md.dead.txt"), "reason: RetriesExhausted")
+	p.sameTree(map[string]string{})
+}

@@ -1,0 +1,150 @@
+package fsutil
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckRelPath(t *testing.T) {
+	tests := []struct {
+		path string
+		ok   bool
+	}{
+		{"a.txt", true},
+		{"dir/sub/file.md", true},
+		{"name with spaces/é.txt", true},
+		{"", false},
+		{"/etc/passwd", false},
+		{"../x", false},
+		{"a/../../x", false},
+		{"a/./b", false},
+		{"a//b", false},
+		{"a/", false},
+		{`a\b`, false},
+		{"a\x00b", false},
+		{"a\nb", false},
+	}
+	for _, tc := range tests {
+		err := CheckRelPath(tc.path)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckRelPath(%q) = %v, want ok=%v", tc.path, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("CheckRelPath(%q) error does not wrap ErrUnsafePath: %v", tc.path, err)
+		}
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, bad := range []string{"", "a/b", `a\b`, "..", "x..y", "a\x00", "a\tb"} {
+		if err := CheckName("message", bad); err == nil || !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), "message") {
+			t.Errorf("CheckName(%q) = %v, want an ErrUnsafePath naming the kind", bad, err)
+		}
+	}
+	for _, good := range []string{"fix-types", "2025022514320000-1", "develop.sh", "Übung"} {
+		if err := CheckName("message", good); err != nil {
+			t.Errorf("CheckName(%q) = %v", good, err)
+		}
+	}
+}
+
+func TestConfinedJoinRefusesSymlinkEscapes(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "real", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(root, "in")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(root, "slash")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		rel string
+		ok  bool
+	}{
+		{"real/deep/file", true},
+		{"real/new/dir/file", true}, // missing directories are fine
+		{"in/deep/file", true},      // a link that stays inside
+		{"out", true},               // the last element is never followed
+		{"out/file", false},
+		{"out/new/file", false},
+		{"slash/etc/passwd", false},
+		{"../escape", false},
+		{"/abs", false},
+	}
+	for _, tc := range tests {
+		got, err := ConfinedJoin(root, tc.rel)
+		if (err == nil) != tc.ok {
+			t.Errorf("ConfinedJoin(%q) = %q, %v; want ok=%v", tc.rel, got, err, tc.ok)
+			continue
+		}
+		if err == nil && got != filepath.Join(root, tc.rel) {
+			t.Errorf("ConfinedJoin(%q) = %q", tc.rel, got)
+		}
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f.txt")
+	for i, content := range []string{"first\n", "second, longer content\n", ""} {
+		if err := WriteFileAtomic(p, []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != content {
+			t.Fatalf("write %d: read %q, %v", i, got, err)
+		}
+		fi, _ := os.Stat(p)
+		if fi.Mode().Perm() != 0o640 {
+			t.Fatalf("mode = %v", fi.Mode())
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("temporary files left behind: %v", ents)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), []byte("x"), 0o644); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("write into a missing directory: %v", err)
+	}
+}
+
+func TestMoveFile(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "a"), filepath.Join(dir, "sub", "b")
+	os.WriteFile(src, []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	if err := MoveFile(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(src); !os.IsNotExist(err) {
+		t.Fatalf("source still exists: %v", err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "x" {
+		t.Fatalf("destination = %q", b)
+	}
+	if err := MoveFile(src, dst); err == nil {
+		t.Fatal("moving a missing file succeeded")
+	}
+}
+
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		root, path string
+		want       bool
+	}{
+		{"/a/b", "/a/b", true}, {"/a/b", "/a/b/c", true}, {"/a/b", "/a/bc", false}, {"/a/b", "/a", false}, {"/", "/x", true},
+	} {
+		if got := Within(tc.root, tc.path); got != tc.want {
+			t.Errorf("Within(%q, %q) = %v", tc.root, tc.path, got)
+		}
+	}
+}

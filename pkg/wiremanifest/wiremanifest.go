@@ -1,0 +1,286 @@
+// Package wiremanifest converts checkpoint manifests to and from the
+// decree.v1 FileEntry list that replica workers and the controller
+// exchange, validating everything that arrives from the other side, and
+// computes the manifest digest both sides agree on.
+//
+// The digest is the hex SHA-256 of the manifest's canonical JSON
+// (checkpoint.MarshalManifest: keys sorted, indented, trailing newline), so
+// it equals the SHA-256 of the manifest.json the controller would write.
+//
+// Wire modes are 0644, 0755 and 0120000 (git's 100644 and 100755 are
+// accepted too).
+package wiremanifest
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/fsutil"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+)
+
+// ErrInvalid is wrapped by every validation error of FromProto.
+var ErrInvalid = errors.New("invalid workspace manifest")
+
+// Wire modes.
+const (
+	WireFile    uint32 = 0o644
+	WireExec    uint32 = 0o755
+	WireSymlink uint32 = 0o120000
+)
+
+// Digest is the hex SHA-256 of m's canonical JSON, the bytes
+// checkpoint.MarshalManifest produces. It streams that text into the hash
+// instead of building it through reflection (a 20,000-file manifest takes
+// a few milliseconds).
+func Digest(m *checkpoint.Manifest) (string, error) {
+	h := sha256.New()
+	w := bufio.NewWriterSize(h, 64<<10)
+	paths := m.Paths()
+	if len(paths) == 0 {
+		w.WriteString("{\n  \"files\": {}\n}\n")
+	} else {
+		w.WriteString("{\n  \"files\": {\n")
+		for i, p := range paths {
+			e := m.Files[p]
+			w.WriteString("    ")
+			if err := writeJSONString(w, p); err != nil {
+				return "", err
+			}
+			w.WriteString(": {\n      \"sha256\": ")
+			writeJSONString(w, e.SHA256)
+			w.WriteString(",\n      \"size\": ")
+			w.WriteString(strconv.FormatInt(e.Size, 10))
+			w.WriteString(",\n      \"mode\": ")
+			writeJSONString(w, e.Mode.String())
+			if e.Link != "" {
+				w.WriteString(",\n      \"link\": ")
+				if err := writeJSONString(w, e.Link); err != nil {
+					return "", err
+				}
+			}
+			w.WriteString("\n    }")
+			if i < len(paths)-1 {
+				w.WriteByte(',')
+			}
+			w.WriteByte('\n')
+		}
+		w.WriteString("  }\n}\n")
+	}
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeJSONString writes s as encoding/json writes it (HTML-safe
+// escaping), taking a shortcut for plain printable ASCII.
+func writeJSONString(w *bufio.Writer, s string) error {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		w.WriteByte('"')
+		w.WriteString(s)
+		w.WriteByte('"')
+		return nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	w.Write(b)
+	return nil
+}
+
+// ToProto lists m's entries in path order.
+func ToProto(m *checkpoint.Manifest) []*decreev1.FileEntry {
+	out := make([]*decreev1.FileEntry, 0, len(m.Files))
+	for _, p := range m.Paths() {
+		e := m.Files[p]
+		fe := &decreev1.FileEntry{Path: p, Sha256: e.SHA256, Size: e.Size, LinkTarget: e.Link}
+		switch e.Mode {
+		case checkpoint.ModeExec:
+			fe.Mode = WireExec
+		case checkpoint.ModeSymlink:
+			fe.Mode = WireSymlink
+		default:
+			fe.Mode = WireFile
+		}
+		out = append(out, fe)
+	}
+	return out
+}
+
+// FromProto builds a manifest from entries that arrived over the wire and
+// checks them: clean relative paths (no "..", no absolute path, nothing
+// under .decree/ or .git/), no duplicates, no entry below another entry
+// (which would mean writing through a file or a symlink), 64-hex hashes,
+// known modes, sizes within maxSize (no limit when <= 0), symlink targets
+// that stay inside the root, and symlink hashes that match their target.
+func FromProto(entries []*decreev1.FileEntry, maxSize int64) (*checkpoint.Manifest, error) {
+	return fromProto(entries, maxSize, false)
+}
+
+// FromProtoWithContext is FromProto for a replica receiving the
+// controller's manifest: it also accepts regular files at context paths
+// (IsContextPath), the read-only project files under .decree/ that
+// routines read.
+func FromProtoWithContext(entries []*decreev1.FileEntry, maxSize int64) (*checkpoint.Manifest, error) {
+	return fromProto(entries, maxSize, true)
+}
+
+// contextPrefixes are the parts of .decree/ a replica receives read-only:
+// specs, prompts, routines (and files they source), the router guide, the
+// configuration and processed.md. Nothing there ever comes back.
+var contextPrefixes = []string{".decree/migrations/", ".decree/prompts/", ".decree/routines/"}
+
+var contextFiles = map[string]bool{".decree/router.md": true, ".decree/config.yml": true, ".decree/processed.md": true}
+
+// IsContextPath reports whether p is a read-only context path under
+// .decree/ that the controller sends to replicas with its manifest.
+func IsContextPath(p string) bool {
+	if contextFiles[p] {
+		return true
+	}
+	for _, pre := range contextPrefixes {
+		if strings.HasPrefix(p, pre) && len(p) > len(pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// ContextDirs are the directories holding context paths.
+func ContextDirs() []string {
+	out := make([]string, len(contextPrefixes))
+	for i, p := range contextPrefixes {
+		out[i] = strings.TrimSuffix(p, "/")
+	}
+	return out
+}
+
+// ContextFiles are the single context files.
+func ContextFiles() []string {
+	return []string{".decree/config.yml", ".decree/processed.md", ".decree/router.md"}
+}
+
+func fromProto(entries []*decreev1.FileEntry, maxSize int64, allowContext bool) (*checkpoint.Manifest, error) {
+	m := &checkpoint.Manifest{Files: make(map[string]checkpoint.Entry, len(entries))}
+	for _, fe := range entries {
+		p := fe.GetPath()
+		if err := fsutil.CheckRelPath(p); err != nil {
+			return nil, fmt.Errorf("%w: entry %q: %w", ErrInvalid, p, err)
+		}
+		first, _, _ := strings.Cut(p, "/")
+		context := allowContext && IsContextPath(p) && fe.GetMode() != WireSymlink
+		if (first == ".decree" && !context) || first == ".git" {
+			return nil, fmt.Errorf("%w: entry %q lies under %s/, which is never synced", ErrInvalid, p, first)
+		}
+		if _, dup := m.Files[p]; dup {
+			return nil, fmt.Errorf("%w: entry %q is listed twice", ErrInvalid, p)
+		}
+		if !isHex(fe.GetSha256()) {
+			return nil, fmt.Errorf("%w: entry %q: sha256 %q is not 64 lowercase hex digits", ErrInvalid, p, fe.GetSha256())
+		}
+		if fe.GetSize() < 0 {
+			return nil, fmt.Errorf("%w: entry %q has a negative size", ErrInvalid, p)
+		}
+		e := checkpoint.Entry{SHA256: fe.GetSha256(), Size: fe.GetSize()}
+		switch fe.GetMode() {
+		case WireFile, 0o100644:
+			e.Mode = checkpoint.ModeFile
+		case WireExec, 0o100755:
+			e.Mode = checkpoint.ModeExec
+		case WireSymlink:
+			e.Mode = checkpoint.ModeSymlink
+		default:
+			return nil, fmt.Errorf("%w: entry %q has mode %o; want 644, 755 or 120000", ErrInvalid, p, fe.GetMode())
+		}
+		if e.Mode == checkpoint.ModeSymlink {
+			if err := CheckLink(p, fe.GetLinkTarget()); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			sum := sha256.Sum256([]byte(fe.GetLinkTarget()))
+			if hex.EncodeToString(sum[:]) != e.SHA256 || int64(len(fe.GetLinkTarget())) != e.Size {
+				return nil, fmt.Errorf("%w: symlink %q: sha256 and size must describe the target text %q", ErrInvalid, p, fe.GetLinkTarget())
+			}
+			e.Link = fe.GetLinkTarget()
+		} else {
+			if fe.GetLinkTarget() != "" {
+				return nil, fmt.Errorf("%w: entry %q has a link target but is not a symlink (mode 120000)", ErrInvalid, p)
+			}
+			if maxSize > 0 && e.Size > maxSize {
+				return nil, fmt.Errorf("%w: %q is %d bytes, more than the limit of %d bytes; list it in .decreeignore or raise the limit", ErrInvalid, p, e.Size, maxSize)
+			}
+		}
+		m.Files[p] = e
+	}
+	for p := range m.Files {
+		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+			if _, ok := m.Files[dir]; ok {
+				return nil, fmt.Errorf("%w: %q lies below %q, which is a file or symlink", ErrInvalid, p, dir)
+			}
+		}
+	}
+	return m, nil
+}
+
+// CheckLink refuses a symlink at rel whose target is empty, absolute,
+// climbs out of the root (resolved from the link's directory), or has ".."
+// after a name (which resolves physically through another link).
+func CheckLink(rel, target string) error {
+	switch {
+	case target == "":
+		return fmt.Errorf("%w: symlink %q has an empty target", fsutil.ErrUnsafePath, rel)
+	case strings.HasPrefix(target, "/"):
+		return fmt.Errorf("%w: symlink %q points to the absolute path %q; only links inside the project are synced", fsutil.ErrUnsafePath, rel, target)
+	case strings.ContainsRune(target, 0):
+		return fmt.Errorf("%w: symlink %q has a NUL in its target", fsutil.ErrUnsafePath, rel)
+	}
+	// ".." only at the start: "l/.." would resolve against wherever the
+	// link l points, not lexically, and could climb out that way.
+	seenName := false
+	for _, elem := range strings.Split(target, "/") {
+		switch elem {
+		case "..":
+			if seenName {
+				return fmt.Errorf("%w: symlink %q -> %q has '..' after a name; write the target as a plain relative path", fsutil.ErrUnsafePath, rel, target)
+			}
+		case ".", "":
+		default:
+			seenName = true
+		}
+	}
+	joined := path.Join(path.Dir(rel), target)
+	if joined == ".." || strings.HasPrefix(joined, "../") {
+		return fmt.Errorf("%w: symlink %q -> %q leads outside the project", fsutil.ErrUnsafePath, rel, target)
+	}
+	return nil
+}
+
+func isHex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
