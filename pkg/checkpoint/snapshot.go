@@ -96,6 +96,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 	// counted, fresh entries collected.
 	var fresh, hits []string
 	var freshEntries, hitEntries []cacheEntry
+	hitsReady := false
 	var recordAll func([]hashResult)
 	var recordLocked func(hashResult)
 	var (
@@ -126,6 +127,11 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		switch r.kind {
 		case cacheHit:
 			st.CacheHits++
+			if !hitsReady {
+				hits = make([]string, 0, cache.n)
+				hitEntries = make([]cacheEntry, 0, cache.n)
+				hitsReady = true
+			}
 			hits = append(hits, r.rel)
 			hitEntries = append(hitEntries, cacheEntry{key: r.key, sum: r.entry.SHA256})
 		case hashed:
