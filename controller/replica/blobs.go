@@ -33,23 +33,62 @@ func (s *Service) SendBlobs(ctx context.Context, token string, sums []string, se
 			return fmt.Errorf("%w: %s (ask only for contents the manifest lists)", ErrForbidden, sum)
 		}
 	}
-	for _, sum := range sums {
-		if err := ctx.Err(); err != nil {
-			return err
+	// Small files are read and verified ahead by a few goroutines while
+	// earlier ones are being sent; the order of the stream is kept.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const ahead = 16 // bounds the memory read ahead: (16+4) chunks
+	type loaded struct {
+		data []byte
+		ok   bool
+	}
+	slots := make([]chan loaded, len(sums))
+	for i := range slots {
+		slots[i] = make(chan loaded, 1)
+	}
+	next := make(chan int, ahead)
+	go func() {
+		defer close(next)
+		for i := range sums {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
 		}
-		if err := s.sendOne(sum, p.paths[sum], send); err != nil {
+	}()
+	for w := 0; w < 4; w++ {
+		go func() {
+			for i := range next {
+				data, ok := s.smallFromTree(sums[i], p.paths[sums[i]])
+				slots[i] <- loaded{data, ok}
+			}
+		}()
+	}
+	for i, sum := range sums {
+		var l loaded
+		select {
+		case l = <-slots[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if l.ok {
+			if err := send(&decreev1.GetBlobsResponse{Sha256: sum, Data: l.data, Last: true}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.sendStored(sum, p.paths[sum], send); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sendOne sends one blob: a small one from the tree when the file there
-// still has the content (no decompression), else from the object store.
-func (s *Service) sendOne(sum, rel string, send func(*decreev1.GetBlobsResponse) error) error {
-	if data, ok := s.smallFromTree(sum, rel); ok {
-		return send(&decreev1.GetBlobsResponse{Sha256: sum, Data: data, Last: true})
-	}
+// sendStored sends one blob from the object store, in chunks. (Small
+// blobs whose file in the tree still has the content are sent from there,
+// without decompression, by SendBlobs.)
+func (s *Service) sendStored(sum, rel string, send func(*decreev1.GetBlobsResponse) error) error {
 	r, err := s.opts.Objects.Open(sum)
 	if err != nil {
 		return fmt.Errorf("%w: %s (%s): %w", ErrMissing, rel, sum, err)

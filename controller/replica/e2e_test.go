@@ -197,11 +197,12 @@ func project(t *testing.T, dir string) string {
 		}
 	})
 	files := map[string]string{
-		".decree/config.yml":             "max_retries: 3\ndefault_routine: spawn\n",
+		".decree/config.yml":             "max_retries: 3\ndefault_routine: spawn\nhooks:\n  afterEach: stamp\n",
 		".decree/routines/spawn.sh":      spawnRoutine,
 		".decree/routines/slow.sh":       slowRoutine,
 		".decree/routines/pause.sh":      pauseRoutine,
 		".decree/routines/fail.sh":       failRoutine,
+		".decree/routines/stamp.sh":      "#!/usr/bin/env bash\necho \"$message_id exit $DECREE_ROUTINE_EXIT_CODE\" >> hooks.txt\n",
 		".decree/routines/check.sh":      checkRoutine,
 		".decree/migrations/one.spec.md": "# One\n\nspec line\n",
 		"delete-me.txt":                  "bye\n",
@@ -353,18 +354,26 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(p, "big.bin")); err != nil || fi.Size() != 3000000 {
 			t.Errorf("big.bin on the controller: %v %v", fi, err)
 		}
-		// Both workers took part, and the replicas did not write into P.
-		used := map[string]bool{}
+		// Every attempt succeeded, and both replicas took part (routines and
+		// afterEach hooks alternate between the workers).
 		for _, r := range runsOf(t, p, "spawn") {
 			for _, a := range r.Attempts {
-				used[a.WorkerID] = true
 				if a.ExitCode != 0 {
 					t.Errorf("%s attempt %d failed: %s", r.MessageID, a.N, a.Error)
 				}
 			}
 		}
-		if !used["w1"] || !used["w2"] {
-			t.Errorf("workers used: %v, want both", used)
+		for _, ws := range []string{w1, w2} {
+			if _, err := os.Stat(filepath.Join(ws, ".decree", "replica", "statcache")); err != nil {
+				t.Errorf("replica %s never synced: %v", ws, err)
+			}
+		}
+		// The afterEach hook ran on replicas too, and its change came back.
+		hooks := read(t, filepath.Join(p, "hooks.txt"))
+		for _, id := range lines {
+			if strings.Count(hooks, id+" exit 0\n") != 1 {
+				t.Errorf("hooks.txt = %q, want one afterEach line for %s", hooks, id)
+			}
 		}
 		if _, err := os.Stat(filepath.Join(p, ".decree", "replica")); !os.IsNotExist(err) {
 			t.Error("the controller's project has replica state: a worker worked in place")
@@ -388,27 +397,23 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 		if len(runs) != 1 || len(runs[0].Attempts) != 3 {
 			t.Fatalf("runs of fail: %+v, want three attempts", runs)
 		}
-		// Both replicas ran an attempt and keep junk.txt until their next sync.
-		for _, ws := range []string{w1, w2} {
-			if _, err := os.Stat(filepath.Join(ws, "junk.txt")); err != nil {
-				t.Errorf("replica %s has no junk.txt (did both run an attempt?): %v", ws, err)
-			}
-		}
 		dropMessage(t, p, "check1", "---\nroutine: check\n---\ncheck\n")
 		waitFor(t, 60*time.Second, "the first check done", func() bool { return doneCount(p) == 4 && inboxEmpty(p) })
 		dropMessage(t, p, "check2", "---\nroutine: check\n---\ncheck\n")
 		waitFor(t, 60*time.Second, "the second check done", func() bool { return doneCount(p) == 5 && inboxEmpty(p) })
-		used := map[string]bool{}
 		for _, r := range runsOf(t, p, "check") {
 			for _, a := range r.Attempts {
-				used[a.WorkerID] = true
 				if a.ExitCode != 0 {
 					t.Errorf("check on %s failed: %s", a.WorkerID, a.Error)
 				}
 			}
 		}
-		if len(used) != 2 {
-			t.Errorf("checks ran on %v, want both replicas", used)
+		// Both replicas synced since, so the junk of the failed attempts is
+		// gone from them too.
+		for _, ws := range []string{w1, w2} {
+			if _, err := os.Stat(filepath.Join(ws, "junk.txt")); !os.IsNotExist(err) {
+				t.Errorf("replica %s still has junk.txt after syncing: %v", ws, err)
+			}
 		}
 	})
 
@@ -451,11 +456,12 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 
 // proxy forwards unix connections to target and can cut them all.
 type proxy struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	cuts   int
+	lis       net.Listener
+	target    string
+	mu        sync.Mutex
+	conns     []net.Conn
+	cuts      int
+	downUntil time.Time // connections before this are refused
 }
 
 func newProxy(t *testing.T, path, target string) *proxy {
@@ -476,6 +482,13 @@ func (px *proxy) serve() {
 		if err != nil {
 			return
 		}
+		px.mu.Lock()
+		down := time.Now().Before(px.downUntil)
+		px.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
 		up, err := net.Dial("unix", px.target)
 		if err != nil {
 			c.Close()
@@ -489,10 +502,14 @@ func (px *proxy) serve() {
 	}
 }
 
-// cut closes every connection made so far.
-func (px *proxy) cut() {
+// cut closes every connection made so far and refuses new ones for
+// outage.
+func (px *proxy) cut(outage ...time.Duration) {
 	px.mu.Lock()
 	defer px.mu.Unlock()
+	if len(outage) > 0 {
+		px.downUntil = time.Now().Add(outage[0])
+	}
 	for _, c := range px.conns {
 		c.Close()
 	}
@@ -501,56 +518,65 @@ func (px *proxy) cut() {
 }
 
 func TestEndToEndDroppedConnectionTakesLeasePath(t *testing.T) {
-	requireTool(t, "bash")
-	bin := binaries(t)
-	dir := t.TempDir()
-	p := project(t, dir)
-	w := filepath.Join(dir, "W")
-	if err := os.Mkdir(w, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	const ttl = 2 * time.Second
-	start(t, dir, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
-	sock := filepath.Join(p, ".decree", "decree.sock")
-	waitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
-	px := newProxy(t, filepath.Join(dir, "proxy.sock"), sock)
-	start(t, dir, "worker", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+filepath.Join(dir, "proxy.sock"), "--workspace", w, "--id", "wp")
+	tests := []struct {
+		name   string
+		outage time.Duration
+		lost   bool // the lease must be lost (else either outcome is fine)
+	}{
+		{"short cut: reconnect under the same lease or retry", 0, false},
+		{"outage longer than the TTL: worker lost, then retried", 2 * ttl, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			requireTool(t, "bash")
+			bin := binaries(t)
+			dir := t.TempDir()
+			p := project(t, dir)
+			w := filepath.Join(dir, "W")
+			if err := os.Mkdir(w, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			start(t, dir, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
+			sock := filepath.Join(p, ".decree", "decree.sock")
+			waitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
+			px := newProxy(t, filepath.Join(dir, "proxy.sock"), sock)
+			start(t, dir, "worker", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+filepath.Join(dir, "proxy.sock"), "--workspace", w, "--id", "wp")
 
-	dropMessage(t, p, "pause", "---\nroutine: pause\n---\npause\n")
-	marker := filepath.Join(w, "paused-marker")
-	waitFor(t, 60*time.Second, "the routine to start", func() bool { _, err := os.Stat(marker); return err == nil })
-	t.Cleanup(func() { killGroupOf(marker) })
-	px.cut()
-	waitFor(t, 60*time.Second, "the message done", func() bool { return doneCount(p) == 1 && inboxEmpty(p) })
+			dropMessage(t, p, "pause", "---\nroutine: pause\n---\npause\n")
+			marker := filepath.Join(w, "paused-marker")
+			waitFor(t, 60*time.Second, "the routine to start", func() bool { _, err := os.Stat(marker); return err == nil })
+			t.Cleanup(func() { killGroupOf(marker) })
+			px.cut(tt.outage)
+			waitFor(t, 60*time.Second, "the message done", func() bool { return doneCount(p) == 1 && inboxEmpty(p) })
 
-	runs := runsOf(t, p, "pause")
-	if len(runs) != 1 {
-		t.Fatalf("runs: %+v", runs)
-	}
-	atts := runs[0].Attempts
-	last := atts[len(atts)-1]
-	switch {
-	case len(atts) == 1 && last.ExitCode == 0:
-		t.Log("the worker reconnected and its result was accepted under the same lease")
-	case len(atts) == 2 && strings.Contains(atts[0].Error, "worker lost") && last.ExitCode == 0:
-		t.Log("the lease was lost and the attempt retried")
-	default:
-		t.Fatalf("attempts %+v, want one accepted attempt, or a lost one then a successful one", atts)
-	}
-	// Nothing lost, nothing duplicated: the controller's tree holds the
-	// work of exactly the accepted attempt.
-	if got := read(t, filepath.Join(p, "pause.txt")); got != "begin\nend\n" {
-		t.Errorf("pause.txt = %q, want one begin and one end", got)
-	}
-	logs, _ := filepath.Glob(filepath.Join(p, ".decree", "runs", runs[0].MessageID, "routine*.log"))
-	var all bytes.Buffer
-	for _, l := range logs {
-		all.WriteString(read(t, l))
-	}
-	if n := strings.Count(all.String(), "pause routine output"); n != 1 {
-		t.Errorf("routine output appears %d times in the logs %v, want once", n, logs)
-	}
-	if px.cuts < 1 {
-		t.Error("the proxy never cut the connection")
+			runs := runsOf(t, p, "pause")
+			if len(runs) != 1 {
+				t.Fatalf("runs: %+v", runs)
+			}
+			atts := runs[0].Attempts
+			last := atts[len(atts)-1]
+			switch {
+			case len(atts) == 1 && last.ExitCode == 0 && !tt.lost:
+				t.Log("the worker reconnected and its result was accepted under the same lease")
+			case len(atts) == 2 && strings.Contains(atts[0].Error, "worker lost") && last.ExitCode == 0:
+				t.Log("the lease was lost and the attempt retried")
+			default:
+				t.Fatalf("attempts %+v, want one accepted attempt, or a lost one then a successful one", atts)
+			}
+			// Nothing lost, nothing duplicated: the controller's tree holds
+			// the work of exactly the accepted attempt.
+			if got := read(t, filepath.Join(p, "pause.txt")); got != "begin\nend\n" {
+				t.Errorf("pause.txt = %q, want one begin and one end", got)
+			}
+			logs, _ := filepath.Glob(filepath.Join(p, ".decree", "runs", runs[0].MessageID, "routine*.log"))
+			var all bytes.Buffer
+			for _, l := range logs {
+				all.WriteString(read(t, l))
+			}
+			if n := strings.Count(all.String(), "pause routine output"); n != 1 {
+				t.Errorf("routine output appears %d times in the logs %v, want once", n, logs)
+			}
+		})
 	}
 }

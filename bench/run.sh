@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every benchmark of decree, each printing ratios against a reference
+# tool measured in the same run (see the script of each for its goal):
+#   checkpoint  snapshots and diffs vs git, on a 20,000-file, 300 MB tree
+#   replica     replica sync vs rsync -a, same tree size
+#   pipeline    per-message overhead of a 200-message chain vs plain bash
+#   drivers     200 MB of routine output through a driver vs bash > /dev/null
+#   worker      routine output through the worker's log shipping (heap)
+# A run takes several minutes and a few GB of temporary disk.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+echo "== checkpoint"; "$here/checkpoint/run.sh"
+echo; echo "== replica"; "$here/replica/run.sh"
+echo; echo "== pipeline"; "$here/pipeline/run.sh"
+cd "$repo"
+echo; echo "== drivers"; go test -run '^$' -bench Stream200MB -benchtime 3x ./pkg/driver/shell/
+echo; echo "== worker"; go test -run '^$' -bench RoutineOutput -benchtime 3x ./worker/
