@@ -252,3 +252,44 @@ func checkLines(t *testing.T, p *project, want []string) {
 		t.Errorf("hooks.log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// routineSync: routine-sync registers new routines enabled, marks vanished
+// ones deprecated, keeps the rest of config.yml (comments included), and
+// a second run reports nothing to do.
+func routineSync(t *testing.T, m mode) {
+	p := newProject(t, m, "# keep this comment\nmax_retries: 2\nroutines:\n  develop:\n    enabled: true\n  gone:\n    enabled: true\n")
+	p.routine("develop", "", "echo develop")
+	p.routine("lint", "", "echo lint")
+	r := p.ctl("", "routine-sync")
+	mustCode(t, r, 0)
+	contains(t, "stdout", r.stdout, "added       lint")
+	contains(t, "stdout", r.stdout, "deprecated  gone")
+	cfg := p.read(".decree/config.yml")
+	for _, want := range []string{"# keep this comment", "max_retries: 2", "lint:", "deprecated: true"} {
+		contains(t, "config.yml", cfg, want)
+	}
+	r = p.ctl("", "routines", "-o", "json")
+	mustCode(t, r, 0)
+	var list struct {
+		Routines []struct {
+			Name    string `json:"name"`
+			Enabled bool   `json:"enabled"`
+		} `json:"routines"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("routines -o json: %v\n%s", err, r.stdout)
+	}
+	found := false
+	for _, rt := range list.Routines {
+		found = found || (rt.Name == "lint" && rt.Enabled)
+	}
+	if !found {
+		t.Errorf("lint is not listed as enabled: %s", r.stdout)
+	}
+	r = p.ctl("", "routine-sync")
+	mustCode(t, r, 0)
+	contains(t, "stderr", r.stderr, "up to date")
+	if got := p.read(".decree/config.yml"); got != cfg {
+		t.Errorf("a second sync changed config.yml:\n%s", got)
+	}
+}

@@ -28,6 +28,7 @@ var scenarios = []scenario{
 	{"run/notebook-routine", notebookRoutine},
 
 	// chains, depth, retries, process (spec 07, 04)
+	{"ops/routine-sync", routineSync},
 	{"chain/depth-first", depthFirst},
 	{"chain/max-depth", maxDepth},
 	{"retry/exhaustion-reverts", retryExhaustion},

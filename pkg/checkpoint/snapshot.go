@@ -166,7 +166,13 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 	}
 	walkErr := ignore.WalkConcurrent(ctx, root, c.workers, func(batch []ignore.File) error {
 		<-cacheReady
-		done := make([]hashResult, 0, len(batch))
+		dp := resultsPool.Get().(*[]hashResult)
+		done := (*dp)[:0]
+		defer func() {
+			clear(done)
+			*dp = done[:0]
+			resultsPool.Put(dp)
+		}()
 		dir := ""
 		if i := strings.LastIndexByte(batch[0].Rel, '/'); i >= 0 {
 			dir = batch[0].Rel[:i]
@@ -233,6 +239,9 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 	}
 	return m, nil
 }
+
+// resultsPool holds the per-directory result slices of the walk.
+var resultsPool = sync.Pool{New: func() any { return new([]hashResult) }}
 
 var blobBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 

@@ -146,6 +146,7 @@ func newRoot(g *globals) *cobra.Command {
 		newRequeueCmd(g),
 		newRoutinesCmd(g),
 		newWorkersCmd(g),
+		newRoutineSyncCmd(g),
 	)
 	return root
 }

@@ -11,13 +11,17 @@ import (
 // dirHandle is an open directory: a raw descriptor, which avoids the
 // poller registration and fcntl calls os.Open makes for every directory.
 type dirHandle struct {
-	fd   int
-	path string
-	slab []statInfo
+	fd    int
+	path  string
+	slab  []statInfo
+	nstat int    // entries that may need lstat: the slab's size
+	cname []byte // NUL-terminated name for fstatat, reused
 }
 
+// dirEntry is one directory entry; name is the tail of rel.
 type dirEntry struct {
 	name string
+	rel  string      // prefix + name
 	typ  fs.FileMode // type bits only; modeUnknown when the file system does not say
 }
 
@@ -33,9 +37,13 @@ func openDir(path string) (*dirHandle, error) {
 
 func (d *dirHandle) close() { unix.Close(d.fd) }
 
-// entries reads the whole directory with getdents64.
-func (d *dirHandle) entries() ([]dirEntry, error) {
+// entries reads the whole directory with getdents64. Each entry's rel is
+// prefix+name; all of them share one allocation.
+func (d *dirHandle) entries(prefix string) ([]dirEntry, error) {
 	var out []dirEntry
+	var endsBuf [64]int
+	ends := endsBuf[:0]
+	var arena []byte
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := unix.Getdents(d.fd, buf)
@@ -46,7 +54,7 @@ func (d *dirHandle) entries() ([]dirEntry, error) {
 			return nil, &fs.PathError{Op: "readdir", Path: d.path, Err: err}
 		}
 		if n <= 0 {
-			return out, nil
+			break
 		}
 		b := buf[:n]
 		for len(b) >= 19 {
@@ -64,13 +72,48 @@ func (d *dirHandle) entries() ([]dirEntry, error) {
 				}
 			}
 			b = b[reclen:]
-			name := string(nameb)
-			if name == "." || name == ".." {
+			if string(nameb) == "." || string(nameb) == ".." {
 				continue
 			}
-			out = append(out, dirEntry{name: name, typ: direntType(typ)})
+			if arena == nil {
+				// Size both from the first buffer's record count.
+				c := countRecords(buf[:n])
+				arena = make([]byte, 0, n+c*len(prefix))
+				out = make([]dirEntry, 0, c)
+			}
+			arena = append(arena, prefix...)
+			arena = append(arena, nameb...)
+			ends = append(ends, len(arena))
+			t := direntType(typ)
+			if t == modeUnknown || t.IsRegular() || t&fs.ModeSymlink != 0 {
+				d.nstat++
+			}
+			out = append(out, dirEntry{typ: t})
 		}
 	}
+	// arena is not written again: its bytes can back the strings.
+	all := unsafe.String(unsafe.SliceData(arena), len(arena))
+	start := 0
+	for i, end := range ends {
+		out[i].rel = all[start:end]
+		out[i].name = all[start+len(prefix) : end]
+		start = end
+	}
+	return out, nil
+}
+
+// countRecords returns the number of dirents in b.
+func countRecords(b []byte) int {
+	c := 0
+	for len(b) >= 19 {
+		reclen := int(*(*uint16)(unsafe.Pointer(&b[16])))
+		if reclen < 19 || reclen > len(b) {
+			break
+		}
+		b = b[reclen:]
+		c++
+	}
+	return c
 }
 
 func direntType(t uint8) fs.FileMode {
@@ -99,15 +142,14 @@ func (d *dirHandle) lstat(name string) (fs.FileInfo, error) {
 	// statInfos come from a per-directory slab: one allocation per
 	// directory instead of one per file.
 	if len(d.slab) == 0 {
-		d.slab = make([]statInfo, 32)
+		d.slab = make([]statInfo, max(d.nstat, 1))
 	}
 	fi := &d.slab[0]
 	d.slab = d.slab[1:]
 	fi.name = name
-	p, err := unix.BytePtrFromString(name)
-	if err != nil {
-		return nil, &fs.PathError{Op: "lstat", Path: name, Err: err}
-	}
+	// Names from getdents hold no NUL byte.
+	d.cname = append(append(d.cname[:0], name...), 0)
+	p := &d.cname[0]
 	// A raw system call: fstatat on a directory just read is served from the
 	// inode cache, and skipping the scheduler's syscall bookkeeping (which
 	// hands the P to another thread when a call lasts over 20µs) halves the

@@ -12,6 +12,7 @@ type dirHandle struct{ path string }
 
 type dirEntry struct {
 	name string
+	rel  string // prefix + name
 	typ  fs.FileMode
 }
 
@@ -26,14 +27,14 @@ func openDir(path string) (*dirHandle, error) {
 
 func (d *dirHandle) close() {}
 
-func (d *dirHandle) entries() ([]dirEntry, error) {
+func (d *dirHandle) entries(prefix string) ([]dirEntry, error) {
 	list, err := os.ReadDir(d.path)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]dirEntry, len(list))
 	for i, e := range list {
-		out[i] = dirEntry{name: e.Name(), typ: e.Type()}
+		out[i] = dirEntry{name: e.Name(), rel: prefix + e.Name(), typ: e.Type()}
 	}
 	return out, nil
 }

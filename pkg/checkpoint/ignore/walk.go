@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -30,7 +31,8 @@ type File struct {
 
 // WalkConcurrent is Walk with up to workers directories read at once. fn
 // receives the tracked files of one directory at a time; it is called
-// concurrently and in no particular order of directories.
+// concurrently and in no particular order of directories. The batch slice
+// is reused once fn returns (its Rel and Info values are not).
 func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch []File) error) error {
 	if workers < 1 {
 		workers = 1
@@ -53,6 +55,7 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var batch []File
 			for {
 				mu.Lock()
 				for len(queue) == 0 && pending > 0 {
@@ -66,7 +69,8 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 				queue = queue[:len(queue)-1]
 				mu.Unlock()
 				var subs []job
-				var batch []File
+				clear(batch)
+				batch = batch[:0]
 				err := error(nil)
 				if ctx.Err() == nil {
 					err = scanDir(ctx, root, j.dir, j.rules, func(rel string, info fs.FileInfo) error {
@@ -121,11 +125,15 @@ func scanDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc, 
 		return fmt.Errorf("walk %s: %w (make the directory readable or ignore it in .decreeignore)", abs, err)
 	}
 	defer d.close()
-	entries, err := d.entries()
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	entries, err := d.entries(prefix)
 	if err != nil {
 		return fmt.Errorf("walk %s: %w (make the directory readable or ignore it in .decreeignore)", abs, err)
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	slices.SortFunc(entries, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
 	rules := parent
 	hasIgnore := false
 	for _, e := range entries {
@@ -139,11 +147,7 @@ func scanDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc, 
 		}
 	}
 	for _, e := range entries {
-		name := e.name
-		rel := name
-		if dir != "" {
-			rel = dir + "/" + name
-		}
+		name, rel := e.name, e.rel
 		typ := e.typ
 		if typ != modeUnknown && rules.Ignored(rel, typ.IsDir()) {
 			continue
