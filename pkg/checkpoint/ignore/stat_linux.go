@@ -16,6 +16,14 @@ type dirHandle struct {
 	slab  []statInfo
 	nstat int    // entries that may need lstat: the slab's size
 	cname []byte // NUL-terminated name for fstatat, reused
+	sc    *scratch
+}
+
+// scratch is memory one walker reuses from directory to directory: the
+// FileInfos of a directory are then valid only until the next one is read.
+type scratch struct {
+	slab  []statInfo
+	cname []byte
 }
 
 // dirEntry is one directory entry; name is the tail of rel.
@@ -27,15 +35,25 @@ type dirEntry struct {
 
 const modeUnknown = fs.ModeIrregular
 
-func openDir(path string) (*dirHandle, error) {
+// openDir opens a directory; with sc set, its FileInfos live in sc.
+func openDir(path string, sc *scratch) (*dirHandle, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	return &dirHandle{fd: fd, path: path}, nil
+	d := &dirHandle{fd: fd, path: path, sc: sc}
+	if sc != nil {
+		d.cname = sc.cname
+	}
+	return d, nil
 }
 
-func (d *dirHandle) close() { unix.Close(d.fd) }
+func (d *dirHandle) close() {
+	unix.Close(d.fd)
+	if d.sc != nil {
+		d.sc.cname = d.cname
+	}
+}
 
 // entries reads the whole directory with getdents64. Each entry's rel is
 // prefix+name; all of them share one allocation.
@@ -142,7 +160,17 @@ func (d *dirHandle) lstat(name string) (fs.FileInfo, error) {
 	// statInfos come from a per-directory slab: one allocation per
 	// directory instead of one per file.
 	if len(d.slab) == 0 {
-		d.slab = make([]statInfo, max(d.nstat, 1))
+		switch {
+		case d.sc == nil:
+			d.slab = make([]statInfo, max(d.nstat, 1))
+		case cap(d.sc.slab) >= d.nstat && d.nstat > 0:
+			d.slab = d.sc.slab[:d.nstat]
+			d.nstat = 0 // a second round (more entries than counted) allocates
+		default:
+			d.sc.slab = make([]statInfo, max(d.nstat, 32))
+			d.slab = d.sc.slab
+			d.nstat = 0
+		}
 	}
 	fi := &d.slab[0]
 	d.slab = d.slab[1:]

@@ -18,7 +18,10 @@ type dirEntry struct {
 
 const modeUnknown = fs.ModeIrregular
 
-func openDir(path string) (*dirHandle, error) {
+// scratch is memory one walker reuses from directory to directory.
+type scratch struct{}
+
+func openDir(path string, _ *scratch) (*dirHandle, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}

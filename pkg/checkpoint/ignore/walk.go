@@ -32,7 +32,8 @@ type File struct {
 // WalkConcurrent is Walk with up to workers directories read at once. fn
 // receives the tracked files of one directory at a time; it is called
 // concurrently and in no particular order of directories. The batch slice
-// is reused once fn returns (its Rel and Info values are not).
+// is reused once fn returns, and so is the memory behind its Info values:
+// fn must not keep an Info (Rel strings may be kept).
 func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch []File) error) error {
 	if workers < 1 {
 		workers = 1
@@ -56,6 +57,7 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 		go func() {
 			defer wg.Done()
 			var batch []File
+			var sc scratch
 			for {
 				mu.Lock()
 				for len(queue) == 0 && pending > 0 {
@@ -73,7 +75,7 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 				batch = batch[:0]
 				err := error(nil)
 				if ctx.Err() == nil {
-					err = scanDir(ctx, root, j.dir, j.rules, func(rel string, info fs.FileInfo) error {
+					err = scanDir(ctx, root, j.dir, j.rules, &sc, func(rel string, info fs.FileInfo) error {
 						batch = append(batch, File{rel, info})
 						return nil
 					}, func(sub string, r *Rules) error {
@@ -107,7 +109,7 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 }
 
 func walkDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc) error {
-	return scanDir(ctx, root, dir, parent, fn, func(sub string, r *Rules) error {
+	return scanDir(ctx, root, dir, parent, nil, fn, func(sub string, r *Rules) error {
 		return walkDir(ctx, root, sub, r, fn)
 	})
 }
@@ -115,12 +117,12 @@ func walkDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc) 
 // scanDir reads one directory, loads its ignore files (if it has any),
 // reports its tracked files to fn and its tracked subdirectories to onDir,
 // in name order.
-func scanDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc, onDir func(sub string, rules *Rules) error) error {
+func scanDir(ctx context.Context, root, dir string, parent *Rules, sc *scratch, fn WalkFunc, onDir func(sub string, rules *Rules) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	abs := filepath.Join(root, filepath.FromSlash(dir))
-	d, err := openDir(abs)
+	d, err := openDir(abs, sc)
 	if err != nil {
 		return fmt.Errorf("walk %s: %w (make the directory readable or ignore it in .decreeignore)", abs, err)
 	}
