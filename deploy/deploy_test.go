@@ -9,7 +9,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
+	"github.com/decreehq/decree/internal/testtool"
 	"io"
 	"net"
 	"os"
@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -28,48 +27,9 @@ import (
 	pauth "github.com/decreehq/decree/pkg/auth"
 )
 
-// requireTool skips when name is not on PATH, unless DECREE_REQUIRE_TOOLS=1
-// (CI), where a missing tool fails the test.
-func requireTool(t testing.TB, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not found: %v", name, err)
-		}
-		t.Skipf("%s not found: %v", name, err)
-	}
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// binaries builds the three programs once and returns their directory.
-func binaries(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "decree-deploy-bin")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", binDir+"/", "../cmd/decree-controller", "../cmd/decree-worker", "../cmd/decreectl").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testtool.Cleanup()
 	os.Exit(code)
 }
 
@@ -77,7 +37,7 @@ func TestMain(m *testing.M) {
 // package) or --help (cobra) output.
 func knownFlags(t *testing.T, prog string) []string {
 	t.Helper()
-	bin := binaries(t)
+	bin := testtool.Binaries(t)
 	arg := "-help"
 	if prog == "decreectl" {
 		arg = "--help"
@@ -479,7 +439,7 @@ func TestKubernetes(t *testing.T) {
 }
 
 func TestKustomizeBuilds(t *testing.T) {
-	requireTool(t, "kubectl")
+	testtool.Require(t, "kubectl")
 	out, err := exec.Command("kubectl", "kustomize", "k8s").CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize k8s: %v\n%s", err, out)
@@ -492,8 +452,8 @@ func TestKustomizeBuilds(t *testing.T) {
 }
 
 func TestSystemdUnits(t *testing.T) {
-	requireTool(t, "systemd-analyze")
-	bin := binaries(t)
+	testtool.Require(t, "systemd-analyze")
+	bin := testtool.Binaries(t)
 	// An alternate root holding the binaries where the units expect them,
 	// so verify can check ExecStart too.
 	root := t.TempDir()
@@ -542,8 +502,8 @@ func TestSystemdUnits(t *testing.T) {
 }
 
 func TestGenTestCerts(t *testing.T) {
-	requireTool(t, "openssl")
-	requireTool(t, "bash")
+	testtool.Require(t, "openssl")
+	testtool.Require(t, "bash")
 	dir := filepath.Join(t.TempDir(), "secrets")
 	out, err := exec.Command("bash", "gen-test-certs.sh", dir).CombinedOutput()
 	if err != nil {

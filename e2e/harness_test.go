@@ -8,12 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -30,30 +30,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "decree-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	buildErr = buildBinaries(dir)
+	binDir, buildErr = testtool.BinariesErr()
 	code := m.Run()
-	os.RemoveAll(dir)
+	testtool.Cleanup()
 	os.Exit(code)
-}
-
-// buildBinaries compiles the three commands into dir.
-func buildBinaries(dir string) error {
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(here))
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go build of ./cmd/...: %v\n%s", err, out)
-	}
-	return nil
 }
 
 // bin returns the path of a built command, failing the test when the build
@@ -64,20 +44,6 @@ func bin(t *testing.T, name string) string {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(binDir, name)
-}
-
-// requireTool skips when an external tool is missing, unless
-// DECREE_REQUIRE_TOOLS=1 (CI), where it fails.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not on PATH", name)
-		}
-		t.Skipf("%s not on PATH", name)
-	}
-	return p
 }
 
 // mode is how decreectl is invoked: in this process or as the built binary.

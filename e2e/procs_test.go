@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,7 +217,7 @@ func checkCrashRecovery(t *testing.T, p *project, name string) {
 
 	// The tree is the checkpoint plus changes.diff: reversing the diff
 	// gives back exactly the manifest.
-	requireTool(t, "git")
+	testtool.Require(t, "git")
 	diff := p.read(".decree/runs/" + id + "/changes.diff")
 	if out, err := p.git(diff, "apply", "-R", "-"); err != nil {
 		t.Fatalf("git apply -R changes.diff: %v %s", err, out)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/decreehq/decree/internal/testtool"
 	"strings"
 	"testing"
 	"time"
@@ -192,7 +193,7 @@ exit 1`)
 
 	// changes.diff is a patch standard tools accept on the reverted tree.
 	if _, err := p.git(last, "apply", "--check", "-"); err != nil {
-		requireTool(t, "git")
+		testtool.Require(t, "git")
 		out, _ := p.git(last, "apply", "--check", "-")
 		t.Errorf("git apply --check rejects changes.diff: %s", out)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"github.com/decreehq/decree/internal/testtool"
 	"strings"
 	"testing"
 )
@@ -76,7 +77,7 @@ esac`)
 	if r.stdout != p.read(".decree/runs/"+first+"/changes.diff") {
 		t.Errorf("diff output differs from changes.diff:\n%s", r.stdout)
 	}
-	requireTool(t, "git")
+	testtool.Require(t, "git")
 	if out, err := p.git(r.stdout, "apply", "-R", "--check", "-"); err != nil {
 		t.Errorf("git apply -R --check rejects `decreectl diff`: %v %s", err, out)
 	}

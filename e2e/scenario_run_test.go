@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -282,7 +283,7 @@ func pyQuote(s string) string {
 // real Jupyter with the parameters injected, custom ones included, and
 // takes precedence over a .sh of the same name.
 func notebookRoutine(t *testing.T, m mode) {
-	requireTool(t, "jupyter")
+	testtool.Require(t, "jupyter")
 	p := newProject(t, m, baseConfig+"notebook_support: true\n")
 	p.write(".decree/routines/develop.ipynb", notebookJSON(`echo "nb $message_id $target_branch" > nb.txt`))
 	p.routine("develop", "", `echo shell > sh.txt`)

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"io"
 	"log/slog"
 	"os/exec"
@@ -61,8 +62,8 @@ func BenchmarkRoutineOutput(b *testing.B) {
 }
 
 func benchOutput(b *testing.B, benchOutput int) {
-	requireTool(b, "bash")
-	requireTool(b, "head")
+	testtool.Require(b, "bash")
+	testtool.Require(b, "head")
 	script := fmt.Sprintf("head -c %d /dev/zero", benchOutput)
 	ws := workspace(b, map[string]string{"big": script})
 	fake := newFakeController()

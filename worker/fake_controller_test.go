@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -22,18 +21,6 @@ import (
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
-
-// requireTool skips when name is not on PATH, unless DECREE_REQUIRE_TOOLS=1
-// (CI), where a missing tool fails the test.
-func requireTool(t testing.TB, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not found: %v", name, err)
-		}
-		t.Skipf("%s not found: %v", name, err)
-	}
-}
 
 // fakeController is a test double of the controller's WorkerService: it
 // hands out queued assignments, stores log chunks the way the contract says

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"github.com/decreehq/decree/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 // A driver plugin in .decree/drivers/ is advertised at registration and
 // runs routines that name it, through go-plugin for real.
 func TestPluginDriverFromProjectDrivers(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"greet": "echo \"hello from $message_id via plugin\"\n"})
 	drivers := filepath.Join(ws, ".decree", "drivers")
 	if err := os.MkdirAll(drivers, 0o755); err != nil {
@@ -53,7 +54,7 @@ func TestPluginDriverFromProjectDrivers(t *testing.T) {
 
 // A routine naming a driver the worker lacks fails with advice.
 func TestMissingPluginDriverIsExplained(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"greet": "echo hi\n"})
 	fake := newFakeController()
 	startServer(t, sockOf(ws), fake)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -166,7 +167,7 @@ func TestRegistrationFields(t *testing.T) {
 }
 
 func TestRoutineOutputCompleteAndInOrder(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"interleave": `
 cat "$message_file"
 echo "id=$message_id extra=$EXTRA"
@@ -220,7 +221,7 @@ printf 'no newline at end'
 }
 
 func TestRoutineOutcomes(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	tests := []struct {
 		name      string
 		routine   string // source; "" means the file is missing
@@ -280,7 +281,7 @@ func TestRoutineOutcomes(t *testing.T) {
 }
 
 func TestServerDropResumesLogExactlyOnce(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"big": "seq 1 400000"})
 	fake := newFakeController()
 	srv := startServer(t, sockOf(ws), fake)
@@ -346,8 +347,8 @@ func alive(pid int) bool {
 }
 
 func TestStopLeasesStopsProcessGroup(t *testing.T) {
-	requireTool(t, "bash")
-	requireTool(t, "sleep")
+	testtool.Require(t, "bash")
+	testtool.Require(t, "sleep")
 	ws := workspace(t, map[string]string{"sleeper": `
 sleep 300 &
 echo $! > child.pid
@@ -393,7 +394,7 @@ echo never
 }
 
 func TestRouter(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	tests := []struct {
 		name     string
 		command  string
@@ -440,7 +441,7 @@ func TestRouter(t *testing.T) {
 // routine does not run and the report says so without a workspace, so the
 // controller leaves its tree alone.
 func TestReplicaSyncFailureReturnsNothing(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"touch": "#!/bin/bash\necho ran > ran.txt\n"})
 	fake := newFakeController()
 	fake.inPlace = false
@@ -463,7 +464,7 @@ func TestReplicaSyncFailureReturnsNothing(t *testing.T) {
 }
 
 func TestShutdownStopsRoutineAndReports(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"long": "echo working; sleep 300"})
 	fake := newFakeController()
 	startServer(t, sockOf(ws), fake)
@@ -538,7 +539,7 @@ func TestDefaultControllerAddress(t *testing.T) {
 }
 
 func TestHookLogsToHookStreamWithEnv(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"notify": `echo "hook=$DECREE_HOOK message=$message_id"`})
 	fake := newFakeController()
 	startServer(t, sockOf(ws), fake)
@@ -561,7 +562,7 @@ func TestHookLogsToHookStreamWithEnv(t *testing.T) {
 // controller has no run directory for it, and refusing the log must not
 // cancel the hook.
 func TestHookWithoutMessageRunsWithoutLog(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"batch": `echo started > batch-ran; echo noise`})
 	fake := newFakeController()
 	startServer(t, sockOf(ws), fake)
@@ -584,7 +585,7 @@ func TestHookWithoutMessageRunsWithoutLog(t *testing.T) {
 }
 
 func TestLeaseNotRenewedStopsWork(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"long": "echo working; sleep 300"})
 	fake := newFakeController()
 	fake.failHeartbeats = true // lease TTL is 10 heartbeats = 500ms
@@ -603,7 +604,7 @@ func TestLeaseNotRenewedStopsWork(t *testing.T) {
 }
 
 func TestLeaseLostDuringUploadStopsRoutine(t *testing.T) {
-	requireTool(t, "bash")
+	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"chatty": `
 echo $$ > main.pid
 while true; do echo tick; sleep 0.01; done

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"io"
 	"os"
 	"os/exec"
@@ -30,50 +31,9 @@ const (
 	workerToken = "e2e-worker-token-00112233445566778899"
 )
 
-// requireTool skips when name is not on PATH, unless DECREE_REQUIRE_TOOLS=1
-// (CI), where a missing tool fails the test.
-func requireTool(t testing.TB, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not found: %v", name, err)
-		}
-		t.Skipf("%s not found: %v", name, err)
-	}
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// binaries builds decree-controller, decree-worker and decreectl once per
-// test run and returns their directory.
-func binaries(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "decree-e2e-bin")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "../decree-controller", "../decree-worker", "../decreectl")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testtool.Cleanup()
 	os.Exit(code)
 }
 
@@ -93,8 +53,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	requireTool(t, "bash")
-	e := &env{t: t, bin: binaries(t), dir: t.TempDir()}
+	testtool.Require(t, "bash")
+	e := &env{t: t, bin: testtool.Binaries(t), dir: t.TempDir()}
 	e.ca = authtest.NewCA(t, "e2e CA")
 	e.caFile = authtest.WriteFile(t, e.dir, "ca.crt", e.ca.CertPEM)
 	e.cert, e.key = e.ca.Server(t).Write(t, e.dir, "controller")

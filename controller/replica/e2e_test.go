@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"io"
 	"net"
 	"os"
@@ -20,48 +21,6 @@ import (
 // End-to-end tests: a real decree-controller and real decree-worker
 // processes, each worker with its own workspace directory (a replica), all
 // talking over the controller's unix socket.
-
-func requireTool(t testing.TB, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not found: %v", name, err)
-		}
-		t.Skipf("%s not found: %v", name, err)
-	}
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// binaries builds decree-controller and decree-worker once per test run.
-func binaries(t *testing.T) string {
-	t.Helper()
-	requireTool(t, "go")
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "decree-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./cmd/decree-controller", "./cmd/decree-worker")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
-}
 
 // proc is a started process with its output kept in a file.
 type proc struct {
@@ -311,8 +270,8 @@ func killGroupOf(file string) {
 }
 
 func TestEndToEndReplicaWorkers(t *testing.T) {
-	requireTool(t, "bash")
-	bin := binaries(t)
+	testtool.Require(t, "bash")
+	bin := testtool.Binaries(t)
 	dir := t.TempDir()
 	p := project(t, dir)
 	w1, w2 := filepath.Join(dir, "W1"), filepath.Join(dir, "W2")
@@ -529,8 +488,8 @@ func TestEndToEndDroppedConnectionTakesLeasePath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			requireTool(t, "bash")
-			bin := binaries(t)
+			testtool.Require(t, "bash")
+			bin := testtool.Binaries(t)
 			dir := t.TempDir()
 			p := project(t, dir)
 			w := filepath.Join(dir, "W")

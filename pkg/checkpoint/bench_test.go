@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -52,7 +53,7 @@ func BenchmarkDiffLargeFile(b *testing.B) {
 		}
 	})
 	b.Run("git-diff-no-index", func(b *testing.B) {
-		requireTool(b, "git")
+		testtool.Require(b, "git")
 		dir := b.TempDir()
 		os.WriteFile(filepath.Join(dir, "a"), old, 0o644)
 		os.WriteFile(filepath.Join(dir, "b"), new, 0o644)

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func BenchmarkWarmSnapshot(b *testing.B) {
 		}
 	})
 	b.Run("git-status", func(b *testing.B) {
-		requireTool(b, "git")
+		testtool.Require(b, "git")
 		env := gitEnv(b)
 		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}} {
 			if out, err := run(b, root, env, "git", args...); err != nil {

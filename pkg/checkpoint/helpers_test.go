@@ -11,18 +11,6 @@ import (
 	"testing"
 )
 
-// requireTool skips the test when an external tool is missing, unless
-// DECREE_REQUIRE_TOOLS=1 (CI), where a missing tool is a failure.
-func requireTool(t testing.TB, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not found: %v", name, err)
-		}
-		t.Skipf("%s not installed: %v", name, err)
-	}
-}
-
 func newCP(t testing.TB) *Checkpointer {
 	t.Helper()
 	dir := fastTempDir(t)

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,8 +82,8 @@ func applyCase(t *testing.T, root string, tc diffCase) {
 // apply and GNU patch, forward and reverse, and with Apply/Revert; every
 // result must equal the expected tree byte for byte.
 func TestDiffOracles(t *testing.T) {
-	requireTool(t, "git")
-	requireTool(t, "patch")
+	testtool.Require(t, "git")
+	testtool.Require(t, "patch")
 	ctx := context.Background()
 	for _, tc := range diffCases {
 		t.Run(tc.name, func(t *testing.T) {

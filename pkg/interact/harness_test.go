@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -30,20 +29,6 @@ const (
 // waitLimit bounds every wait in these tests; a correct run takes well
 // under a second.
 const waitLimit = 15 * time.Second
-
-// requireTool skips when an external tool is missing, unless
-// DECREE_REQUIRE_TOOLS=1 (CI), where a missing tool fails the test.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but not found: %v", name, err)
-		}
-		t.Skipf("%s not found; skipping", name)
-	}
-	return p
-}
 
 type askResult struct {
 	a   *Answers

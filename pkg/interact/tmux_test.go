@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +94,7 @@ func (s *tmuxSession) keys(names ...string) {
 func (s *tmuxSession) text(t string) { s.tmux("send-keys", "-t", "demo", "-l", t) }
 
 func startTmux(t *testing.T, root string) (*tmuxSession, string) {
-	requireTool(t, "tmux")
+	testtool.Require(t, "tmux")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/decreehq/decree/internal/testtool"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -148,7 +149,7 @@ func diffLists(a, b []string) string {
 }
 
 func TestWalkMatchesGit(t *testing.T) {
-	requireTool(t, "git")
+	testtool.Require(t, "git")
 	for _, tc := range ignoreCases {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -166,7 +167,7 @@ func TestWalkMatchesGit(t *testing.T) {
 // .decreeignore files, compared with git reading .decreeignore as its
 // per-directory exclude file.
 func TestDecreeIgnoreSameSyntax(t *testing.T) {
-	requireTool(t, "git")
+	testtool.Require(t, "git")
 	for _, tc := range ignoreCases {
 		t.Run(tc.name, func(t *testing.T) {
 			rules := map[string]string{}
@@ -187,7 +188,7 @@ func TestDecreeIgnoreSameSyntax(t *testing.T) {
 // TestRandomRulesMatchGit generates random trees and random rule sets from a
 // pool of tricky patterns and compares with git.
 func TestRandomRulesMatchGit(t *testing.T) {
-	requireTool(t, "git")
+	testtool.Require(t, "git")
 	pool := []string{
 		"*.log", "!*.log", "a", "/a", "a/", "!a/", "b", "!b", "**/b", "a/**", "!a/**", "a/**/b", "**/c/*",
 		"*/b", "c", "/c/", "!c", "?", "[ab]", "[!a]*", "a*", "*b", "**", "!**/", "x/**/", "!x/y", "d*/",

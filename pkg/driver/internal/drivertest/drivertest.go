@@ -4,8 +4,8 @@ package drivertest
 
 import (
 	"bytes"
+	"github.com/decreehq/decree/internal/testtool"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,15 +15,7 @@ import (
 // RequireTool skips the test when name is not on PATH, or fails it when
 // DECREE_REQUIRE_TOOLS=1 (CI) is set. It returns the tool's path.
 func RequireTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("required tool %s not found (DECREE_REQUIRE_TOOLS=1): %v", name, err)
-		}
-		t.Skipf("%s not found on PATH; skipping (set DECREE_REQUIRE_TOOLS=1 to make this a failure)", name)
-	}
-	return p
+	return testtool.Require(t, name)
 }
 
 // Alive reports whether pid is a live (non-zombie) process.
