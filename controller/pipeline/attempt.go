@@ -153,7 +153,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		return nil, "", err
 	}
 	defer rs.done()
-	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), Labels: settings.Requires, InPlace: p.inPlaceOnly()})
+	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), Labels: settings.Requires, InPlace: rs.inPlace})
 	if aerr := p.applyReplica(ctx, rs, &e, run, res); aerr != nil && err == nil {
 		return nil, res.WorkerID, aerr
 	}

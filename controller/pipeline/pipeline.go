@@ -335,11 +335,11 @@ func (p *Pipeline) recoverFiled() {
 		if st.Outcome != "" || inbox[st.File] {
 			continue
 		}
-		switch st.Phase {
-		case phaseSucceeded:
+		switch {
+		case runSucceeded(st):
 			p.log.Info("recording a run finished before the controller stopped", "message", st.MessageID)
 			_, _ = run.Finish(store.OutcomeSucceeded)
-		case phaseExhausted:
+		case st.Phase == phaseExhausted:
 			p.log.Info("recording a run dead-lettered before the controller stopped", "message", st.MessageID)
 			_, _ = run.Finish(store.OutcomeDeadLettered)
 		}

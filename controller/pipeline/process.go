@@ -17,9 +17,8 @@ import (
 
 // Run-state phases (state.json "phase") the loop resumes from.
 const (
-	phaseCheckpointed = "checkpointed"
-	phaseSucceeded    = "succeeded"
-	phaseExhausted    = "exhausted"
+	phaseSucceeded = "succeeded"
+	phaseExhausted = "exhausted"
 )
 
 // Run-directory file names written by the loop.
@@ -75,7 +74,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		}
 	}
 
-	succeeded := run.State().Phase == phaseSucceeded
+	succeeded := runSucceeded(run.State())
 	lastBlockedByHook := false
 	for !succeeded && run.State().Phase != phaseExhausted {
 		n := len(run.State().Attempts) + 1
@@ -105,8 +104,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		}
 		lastBlockedByHook = res.blockedByHook
 		if res.ok {
-			succeeded = true
-			_ = run.Update(func(s *store.RunState) error { s.Phase = phaseSucceeded; return nil })
+			succeeded = true // recorded by the attempt's status (runSucceeded)
 		}
 	}
 	if succeeded {
@@ -122,17 +120,27 @@ func (p *Pipeline) checkpoint(ctx context.Context, run *store.Run) (*checkpoint.
 	if err != nil {
 		return nil, err
 	}
-	if run.State().Phase != "" {
+	// Once an attempt began, the manifest on disk is the checkpoint. Before
+	// that the tree is still as it was, so a manifest written by an
+	// interrupted earlier start is simply taken again.
+	if st := run.State(); st.Phase != "" || len(st.Attempts) > 0 {
 		return checkpoint.ReadManifest(mpath)
 	}
 	m, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
 	if err != nil {
 		return nil, err
 	}
-	if err := checkpoint.WriteManifest(mpath, m); err != nil {
-		return nil, err
+	return m, checkpoint.WriteManifest(mpath, m)
+}
+
+// runSucceeded reports whether a run's last attempt succeeded (older state
+// files said so with the phase instead).
+func runSucceeded(st store.RunState) bool {
+	if st.Phase == phaseSucceeded {
+		return true
 	}
-	return m, run.Update(func(s *store.RunState) error { s.Phase = phaseCheckpointed; return nil })
+	n := len(st.Attempts)
+	return n > 0 && st.Attempts[n-1].Status == store.AttemptSucceeded
 }
 
 // writeDiff records the change from the checkpoint to the current tree as

@@ -48,13 +48,18 @@ func TestRecoverFiledRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending, _ := mk("pending", phaseSucceeded)
+	// Success recorded only by the last attempt's status (no phase).
+	plain, _ := mk("plain", "")
+	if _, err := st.MarkDone(plain.File); err != nil {
+		t.Fatal(err)
+	}
 
 	p := New(Deps{Store: st})
 	p.recoverFiled()
 
 	for _, tc := range []struct {
 		id, outcome string
-	}{{done.ID, store.OutcomeSucceeded}, {dead.ID, store.OutcomeDeadLettered}} {
+	}{{done.ID, store.OutcomeSucceeded}, {dead.ID, store.OutcomeDeadLettered}, {plain.ID, store.OutcomeSucceeded}} {
 		rec, err := st.ReadRunRecord(tc.id)
 		if err != nil {
 			t.Fatalf("run.json of %s not written: %v", tc.id, err)

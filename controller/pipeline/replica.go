@@ -16,18 +16,41 @@ import (
 type replicaSync struct {
 	base    *checkpoint.Manifest
 	release func()
+	// inPlace is set when no manifest was published: the assignment may
+	// then go only to in-place workers.
+	inPlace bool
 }
 
 // inPlaceOnly reports whether work must go to in-place workers: when the
 // controller has no replica service.
 func (p *Pipeline) inPlaceOnly() bool { return p.d.Replica == nil }
 
+// onlyInPlaceConnected reports whether at least one in-place worker and no
+// replica worker is connected.
+func (p *Pipeline) onlyInPlaceConnected() bool {
+	inPlace := false
+	for _, w := range p.d.Leases.Workers() {
+		if !w.GetConnected() {
+			continue
+		}
+		if !w.GetInPlace() {
+			return false
+		}
+		inPlace = true
+	}
+	return inPlace
+}
+
 // prepareReplica snapshots the tree and publishes its manifest, setting
-// a.ManifestDigest so that a replica worker can sync to it. Without a
-// replica service it does nothing. Call done when the assignment ended.
+// a.ManifestDigest so that a replica worker can sync to it. It does
+// nothing, and restricts the assignment to in-place workers, when there is
+// no replica service, or when in-place workers are connected and no
+// replica worker is (the common single-machine case, where the snapshot
+// would cost a tree walk per dispatch for nothing). Call done when the
+// assignment ended.
 func (p *Pipeline) prepareReplica(ctx context.Context, a *decreev1.Assignment) (*replicaSync, error) {
-	if p.d.Replica == nil {
-		return &replicaSync{release: func() {}}, nil
+	if p.d.Replica == nil || p.onlyInPlaceConnected() {
+		return &replicaSync{release: func() {}, inPlace: true}, nil
 	}
 	m, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
 	if err != nil {
