@@ -68,7 +68,7 @@ func revertCommand(t *testing.T, m mode) {
 	}
 	p.routine("develop", "", `case "$(cat "$message_file")" in
   *FIRST*) sed -i 's/two/TWO/' a.txt; echo new > b.txt; rm c.txt ;;
-  *SECOND*) echo more >> d.txt ;;
+  *SECOND*) echo more >> d.txt; echo extra > e.txt ;;
 esac`)
 	mustCode(t, p.ctl("", "run", "-m", "first", "-p", "FIRST"), 0)
 	first := p.onlyRun()
@@ -101,7 +101,11 @@ esac`)
 	if r.code == 0 {
 		t.Fatalf("revert succeeded over a hand edit\n%s", r)
 	}
-	contains(t, "refusal", r.stderr, "d.txt")
+	// Exactly the hand-edited path is named; e.txt, untouched since, is not.
+	contains(t, "refusal", r.stderr, "d.txt: changed since")
+	if strings.Contains(r.stderr, "e.txt: changed since") {
+		t.Errorf("the refusal names e.txt, which did not change since:\n%s", r.stderr)
+	}
 	if got := p.read("d.txt"); got != "edited by hand\n" {
 		t.Errorf("refused revert changed d.txt to %q", got)
 	}

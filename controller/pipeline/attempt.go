@@ -79,8 +79,18 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 			f.Close()
 		}
 	}
-	if err := p.writeDiff(ctx, run, manifest, a.N); err != nil {
+	after, err := p.writeDiff(ctx, run, manifest, a.N)
+	if err != nil {
 		p.warn(ctx, e.ID, err.Error())
+	}
+	if res.ok && after != nil {
+		// The tree as this message left it: a later revert names exactly
+		// the paths changed since.
+		if b, err := checkpoint.MarshalManifest(after); err == nil {
+			if err := run.WriteFile(afterManifestFile, b); err != nil {
+				p.warn(ctx, e.ID, err.Error())
+			}
+		}
 	}
 	if res.ok {
 		col, err := st.CollectFollowUps(e.Chain, e.Seq, before)
@@ -183,10 +193,11 @@ func (p *Pipeline) routineRef(rt routine.Routine) (*decreev1.RoutineRef, error) 
 	if r, err := filepath.Rel(p.d.Store.Root(), rt.Path); err == nil && !strings.HasPrefix(r, "..") {
 		rel = filepath.ToSlash(r)
 	}
-	return &decreev1.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: formatProto(rt.Format)}, nil
+	return &decreev1.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: FormatProto(rt.Format)}, nil
 }
 
-func formatProto(f routine.Format) decreev1.RoutineFormat {
+// FormatProto maps a routine format to its API enum.
+func FormatProto(f routine.Format) decreev1.RoutineFormat {
 	switch f {
 	case routine.FormatShell:
 		return decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL

@@ -255,9 +255,6 @@ func (p *Pipeline) drainDead(j *job) int {
 	return j.drainDead
 }
 
-// finishJobs is advanceJobs for an idle loop.
-func (p *Pipeline) finishJobs(ctx context.Context) { p.advanceJobs(ctx) }
-
 func (p *Pipeline) endJob(ctx context.Context, j *job, code int32, text string) {
 	p.mu.Lock()
 	delete(p.jobs, j.id)

@@ -180,7 +180,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				busy = false
 				p.runBatchHook(ctx, cfg, "afterAll")
 			}
-			p.finishJobs(ctx)
+			p.advanceJobs(ctx)
 			p.flushHeld(ctx)
 			if !p.idle(ctx) {
 				return nil

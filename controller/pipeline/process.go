@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/decreehq/decree/controller/store"
@@ -24,6 +25,7 @@ const (
 // Run-directory file names written by the loop.
 const (
 	manifestFile       = "manifest.json"
+	afterManifestFile  = "manifest-after.json"
 	diffFile           = "changes.diff"
 	failureContextFile = "failure-context.md"
 	discardedDir       = "discarded-followups"
@@ -69,7 +71,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		_ = run.FinishAttempt(a.N, -1, "controller restarted during the attempt")
 		p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
 			Attempt: int32(a.N), ExitCode: -1, Text: "controller restarted during the attempt"})
-		if err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
+		if _, err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
 			log.Error("diff after interrupted attempt", "err", err)
 		}
 	}
@@ -144,20 +146,21 @@ func runSucceeded(st store.RunState) bool {
 }
 
 // writeDiff records the change from the checkpoint to the current tree as
-// changes.diff and as attempt n's own diff.
-func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) error {
-	diff, _, err := p.d.Checkpoints.Diff(ctx, p.d.Store.Root(), manifest)
+// changes.diff and as attempt n's own diff, and returns the tree's manifest.
+func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) (*checkpoint.Manifest, error) {
+	diff, after, err := p.d.Checkpoints.Diff(ctx, p.d.Store.Root(), manifest)
 	if err != nil {
-		return fmt.Errorf("diff the tree against the checkpoint: %w", err)
+		return nil, fmt.Errorf("diff the tree against the checkpoint: %w", err)
 	}
 	if err := run.WriteFile(attemptDiffName(n), diff); err != nil {
-		return err
+		return nil, err
 	}
-	return run.WriteFile(diffFile, diff)
+	return after, run.WriteFile(diffFile, diff)
 }
 
 // revert brings the tree back to manifest. The diff is computed from the
 // tree as it is, so a revert interrupted by a crash can be repeated.
+// Checkpointer.Revert verifies the resulting tree against manifest.
 func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest) error {
 	root := p.d.Store.Root()
 	diff, _, err := p.d.Checkpoints.Diff(ctx, root, manifest)
@@ -170,27 +173,15 @@ func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpo
 	if err := p.d.Checkpoints.Revert(ctx, root, diff, manifest); err != nil {
 		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
 	}
-	paths := checkpoint.Compare(manifest, mustSnapshot(ctx, p, root))
-	if len(paths) != 0 {
-		return fmt.Errorf("revert %s: %d path(s) still differ from the checkpoint after reverting, e.g. %s", run.ID(), len(paths), paths[0].Path)
-	}
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: run.ID(), Text: "to the checkpoint taken before the first attempt"})
 	return nil
-}
-
-func mustSnapshot(ctx context.Context, p *Pipeline, root string) *checkpoint.Manifest {
-	m, err := p.d.Checkpoints.Snapshot(ctx, root)
-	if err != nil {
-		return &checkpoint.Manifest{}
-	}
-	return m
 }
 
 // complete files a successful message: follow-ups, done/, processed.md,
 // run.json.
 func (p *Pipeline) complete(ctx context.Context, cfg *config.Config, e store.Entry, run *store.Run) {
 	st := p.d.Store
-	if _, err := os.Stat(st.Root() + "/" + store.DecreeDir + "/" + store.InboxDir + "/" + e.File); err == nil {
+	if _, err := os.Stat(filepath.Join(st.Dir(), store.InboxDir, e.File)); err == nil {
 		if _, err := st.MarkDone(e.File); err != nil {
 			p.log.Error("move to done", "message", e.ID, "err", err)
 		}

@@ -26,7 +26,7 @@ func (s *Service) SendBlobs(ctx context.Context, token string, sums []string, se
 		return err
 	}
 	for _, sum := range sums {
-		if !isHex(sum) {
+		if !checkpoint.ValidHash(sum) {
 			return fmt.Errorf("%w: %q is not a SHA-256 (64 lowercase hex digits)", ErrInvalid, sum)
 		}
 		if _, ok := p.paths[sum]; !ok {
@@ -184,7 +184,7 @@ func (s *Service) ReceiveBlobs(recv func() (*decreev1.PutBlobsRequest, error)) (
 			return stored, err
 		}
 		sum := req.GetSha256()
-		if !isHex(sum) {
+		if !checkpoint.ValidHash(sum) {
 			return stored, fmt.Errorf("%w: %q is not a SHA-256 (64 lowercase hex digits)", ErrInvalid, sum)
 		}
 		if req.GetOffset() != 0 {
@@ -241,17 +241,4 @@ func (b *blobReader) Read(p []byte) (int, error) {
 		}
 		b.cur, b.pos = next, 0
 	}
-}
-
-func isHex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -85,7 +85,7 @@ func (s *Service) Materialize(ctx context.Context, base *checkpoint.Manifest, en
 		}
 		if c.After == nil {
 			out.Deleted = append(out.Deleted, c.Path)
-			removeEmptyParents(root, filepath.Dir(abs))
+			fsutil.RemoveEmptyParents(root, filepath.Dir(abs))
 		}
 	}
 	for _, c := range changes {
@@ -144,7 +144,7 @@ func verify(root string, paths []string, want *checkpoint.Manifest) error {
 			sum := sha256.Sum256([]byte(t))
 			got = checkpoint.Entry{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(t)), Mode: checkpoint.ModeSymlink, Link: t}
 		case fi.Mode().IsRegular():
-			sum, n, err := hashFile(abs)
+			sum, n, err := checkpoint.HashFile(abs)
 			if err != nil {
 				bad = append(bad, p+" ("+err.Error()+")")
 				continue
@@ -162,20 +162,6 @@ func verify(root string, paths []string, want *checkpoint.Manifest) error {
 		return fmt.Errorf("%w: %d path(s) do not match the worker's manifest: %s", checkpoint.ErrConflict, len(bad), strings.Join(first(bad, 10), "; "))
 	}
 	return nil
-}
-
-func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // removeEntry deletes a tracked file or symlink; a path already gone is
@@ -305,17 +291,6 @@ func writeSymlink(abs, target string) error {
 		return fmt.Errorf("create symlink %s: %w", abs, err)
 	}
 	return nil
-}
-
-// removeEmptyParents removes dir and its ancestors below root while empty.
-func removeEmptyParents(root, dir string) {
-	root = filepath.Clean(root)
-	for dir != root && strings.HasPrefix(dir, root+string(filepath.Separator)) {
-		if err := os.Remove(dir); err != nil {
-			return
-		}
-		dir = filepath.Dir(dir)
-	}
 }
 
 // modePerm switches the execute bits of perm to match m: set where the

@@ -167,7 +167,7 @@ func (s *ControllerServer) ListRoutines(ctx context.Context, req *decreev1.ListR
 		if !req.GetAll() && (!enabled || settings.Deprecated) {
 			continue
 		}
-		ri := &decreev1.RoutineInfo{Name: e.Name, Path: e.Path, Enabled: enabled, Deprecated: settings.Deprecated, Shared: e.Shared, Driver: e.Format.Driver(), Format: formatOf(e.Format)}
+		ri := &decreev1.RoutineInfo{Name: e.Name, Path: e.Path, Enabled: enabled, Deprecated: settings.Deprecated, Shared: e.Shared, Driver: e.Format.Driver(), Format: pipeline.FormatProto(e.Format)}
 		if rel, err := filepath.Rel(s.d.Store.Root(), e.Path); err == nil && !strings.HasPrefix(rel, "..") {
 			ri.Path = filepath.ToSlash(rel)
 		}
@@ -177,23 +177,11 @@ func (s *ControllerServer) ListRoutines(ctx context.Context, req *decreev1.ListR
 			ri.Parameters = append(ri.Parameters, &decreev1.Parameter{Name: p.Name, DefaultValue: p.Default, Standard: routine.IsStandardParam(p.Name)})
 		}
 		for _, f := range e.Also {
-			ri.OtherFormats = append(ri.OtherFormats, formatOf(f))
+			ri.OtherFormats = append(ri.OtherFormats, pipeline.FormatProto(f))
 		}
 		resp.Routines = append(resp.Routines, ri)
 	}
 	return resp, nil
-}
-
-func formatOf(f routine.Format) decreev1.RoutineFormat {
-	switch f {
-	case routine.FormatShell:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL
-	case routine.FormatNotebook:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_NOTEBOOK
-	case routine.FormatTree:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_TREE
-	}
-	return decreev1.RoutineFormat_ROUTINE_FORMAT_UNSPECIFIED
 }
 
 // GetStatus summarises the project.

@@ -259,7 +259,7 @@ func UnmarshalManifest(data []byte) (*Manifest, error) {
 		if err := fsutil.CheckRelPath(p); err != nil {
 			return nil, fmt.Errorf("manifest entry: %w", err)
 		}
-		if !isHexHash(e.SHA256) {
+		if !ValidHash(e.SHA256) {
 			return nil, fmt.Errorf("manifest entry %q: sha256 %q is not 64 lowercase hex digits", p, e.SHA256)
 		}
 		if e.Size < 0 {
@@ -272,7 +272,9 @@ func UnmarshalManifest(data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-func isHexHash(s string) bool {
+// ValidHash reports whether s is a lower-case hex SHA-256, as manifests
+// and the object store name contents.
+func ValidHash(s string) bool {
 	if len(s) != 64 {
 		return false
 	}

@@ -69,7 +69,7 @@ func (s *Store) loosePath(sum string) string {
 
 func parseSum(sum string) ([32]byte, bool) {
 	var k [32]byte
-	if !isHexHash(sum) {
+	if !ValidHash(sum) {
 		return k, false
 	}
 	hex.Decode(k[:], []byte(sum))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/decreehq/decree/internal/testtool"
+	"github.com/decreehq/decree/pkg/fsutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,7 @@ func applyCase(t *testing.T, root string, tc diffCase) {
 		if err := os.Remove(filepath.Join(root, filepath.FromSlash(p))); err != nil {
 			t.Fatal(err)
 		}
-		removeEmptyParents(root, filepath.Dir(filepath.Join(root, filepath.FromSlash(p))))
+		fsutil.RemoveEmptyParents(root, filepath.Dir(filepath.Join(root, filepath.FromSlash(p))))
 	}
 	writeSpec(t, root, tc.after)
 }

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+	"github.com/decreehq/decree/pkg/fsutil"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -125,7 +126,7 @@ func mutate(t testing.TB, c chooser, root string) {
 	case op == 1: // delete
 		p := filepath.Join(root, filepath.FromSlash(pick(files)))
 		os.Remove(p)
-		removeEmptyParents(root, filepath.Dir(p))
+		fsutil.RemoveEmptyParents(root, filepath.Dir(p))
 	case op == 2: // edit lines of a file
 		p := pick(files)
 		abs := filepath.Join(root, filepath.FromSlash(p))

@@ -262,7 +262,7 @@ func (c *Checkpointer) hashOne(j hashJob, pw *packWriter) hashResult {
 		if pw != nil {
 			sum, size, stored, err = c.store.putFile(j.abs, !c.noSync)
 		} else {
-			sum, size, err = hashFileStream(j.abs)
+			sum, size, err = HashFile(j.abs)
 		}
 		if err != nil {
 			return fail(err)
@@ -320,7 +320,8 @@ func (c *Checkpointer) hashOne(j hashJob, pw *packWriter) hashResult {
 	return r
 }
 
-func hashFileStream(path string) (string, int64, error) {
+// HashFile returns the hex SHA-256 and size of a file, streamed.
+func HashFile(path string) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, err

@@ -86,7 +86,7 @@ func (r readCloser) Close() error { return r.close() }
 // wraps ErrBlobMismatch, ErrBlobTooLarge or r's error. It returns the
 // content size. Content already stored is read, checked and discarded.
 func (s *Store) PutReader(sum string, r io.Reader, limit int64) (int64, error) {
-	if !isHexHash(sum) {
+	if !ValidHash(sum) {
 		return 0, fmt.Errorf("object store: %q is not a SHA-256 (64 lowercase hex digits)", sum)
 	}
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, "packs"), "tmp-put-*")

@@ -32,7 +32,7 @@ func writePlan(root string, plan map[string]*planned, durable bool) error {
 		if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("apply: delete %s: %w", p.path, err)
 		}
-		removeEmptyParents(root, filepath.Dir(abs))
+		fsutil.RemoveEmptyParents(root, filepath.Dir(abs))
 	}
 	for _, p := range ordered {
 		if !p.exists {
@@ -112,17 +112,6 @@ func writeSymlink(abs, target string) error {
 		return err
 	}
 	return nil
-}
-
-// removeEmptyParents removes dir and its ancestors below root while empty.
-func removeEmptyParents(root, dir string) {
-	root = filepath.Clean(root)
-	for dir != root && strings.HasPrefix(dir, root+string(filepath.Separator)) {
-		if err := os.Remove(dir); err != nil {
-			return
-		}
-		dir = filepath.Dir(dir)
-	}
 }
 
 // removeEmptyTree removes a directory tree that holds only directories.

@@ -179,3 +179,15 @@ func CheckName(kind, name string) error {
 	}
 	return nil
 }
+
+// RemoveEmptyParents removes dir and each of its ancestors below root while
+// they are empty, stopping at the first that is not (or at root).
+func RemoveEmptyParents(root, dir string) {
+	root = filepath.Clean(root)
+	for dir != root && strings.HasPrefix(dir, root+string(filepath.Separator)) {
+		if err := os.Remove(dir); err != nil {
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
+}

@@ -148,3 +148,20 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoveEmptyParents(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "a", "b", "c"), 0o755)
+	os.WriteFile(filepath.Join(root, "a", "keep"), []byte("x"), 0o644)
+	RemoveEmptyParents(root, filepath.Join(root, "a", "b", "c"))
+	if _, err := os.Stat(filepath.Join(root, "a", "b")); !os.IsNotExist(err) {
+		t.Fatalf("empty a/b was not removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "a", "keep")); err != nil {
+		t.Fatalf("a/ with a file must stay: %v", err)
+	}
+	RemoveEmptyParents(root, root)
+	if _, err := os.Stat(root); err != nil {
+		t.Fatalf("root itself was removed: %v", err)
+	}
+}

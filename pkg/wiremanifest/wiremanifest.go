@@ -193,7 +193,7 @@ func fromProto(entries []*decreev1.FileEntry, maxSize int64, allowContext bool) 
 		if _, dup := m.Files[p]; dup {
 			return nil, fmt.Errorf("%w: entry %q is listed twice", ErrInvalid, p)
 		}
-		if !isHex(fe.GetSha256()) {
+		if !checkpoint.ValidHash(fe.GetSha256()) {
 			return nil, fmt.Errorf("%w: entry %q: sha256 %q is not 64 lowercase hex digits", ErrInvalid, p, fe.GetSha256())
 		}
 		if fe.GetSize() < 0 {
@@ -270,17 +270,4 @@ func CheckLink(rel, target string) error {
 		return fmt.Errorf("%w: symlink %q -> %q leads outside the project", fsutil.ErrUnsafePath, rel, target)
 	}
 	return nil
-}
-
-func isHex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
