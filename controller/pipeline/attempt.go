@@ -79,18 +79,8 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 			f.Close()
 		}
 	}
-	after, err := p.writeDiff(ctx, run, manifest, a.N)
-	if err != nil {
+	if err := p.writeDiff(ctx, run, manifest, a.N); err != nil {
 		p.warn(ctx, e.ID, err.Error())
-	}
-	if res.ok && after != nil {
-		// The tree as this message left it: a later revert names exactly
-		// the paths changed since.
-		if b, err := checkpoint.MarshalManifest(after); err == nil {
-			if err := run.WriteFile(afterManifestFile, b); err != nil {
-				p.warn(ctx, e.ID, err.Error())
-			}
-		}
 	}
 	if res.ok {
 		col, err := st.CollectFollowUps(e.Chain, e.Seq, before)

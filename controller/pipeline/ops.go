@@ -167,7 +167,7 @@ func (p *Pipeline) cancelled(id string) (string, bool) {
 func (p *Pipeline) cancelMessage(ctx context.Context, e store.Entry, run *store.Run, manifest *checkpoint.Manifest, reason string) {
 	if a, ok := run.Interrupted(); ok {
 		_ = run.FinishAttempt(a.N, -1, "cancelled: "+reason)
-		_, _ = p.writeDiff(ctx, run, manifest, a.N)
+		_ = p.writeDiff(ctx, run, manifest, a.N)
 	}
 	if err := p.revert(ctx, run, manifest); err != nil {
 		p.haltMessage(ctx, e, run, err)
@@ -225,7 +225,11 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 	paths := diffFiles(diffPath)
 	if len(diff) > 0 {
 		if err := p.d.Checkpoints.Revert(ctx, p.d.Store.Root(), diff, before); err != nil {
-			return nil, &ConflictError{ID: id, Paths: p.changedSince(ctx, run, paths), Err: err}
+			changed, cerr := checkpoint.Changed(p.d.Store.Root(), diff)
+			if cerr != nil || len(changed) == 0 {
+				changed = paths
+			}
+			return nil, &ConflictError{ID: id, Paths: changed, Err: err}
 		}
 	}
 	_ = run.Update(func(s *store.RunState) error { s.Phase = "reverted"; return nil })
@@ -236,36 +240,6 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 	}
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: id, Text: fmt.Sprintf("on request (%d path(s))", len(paths))})
 	return paths, nil
-}
-
-// changedSince lists the touched paths whose current state differs from
-// the tree the message left (manifest-after.json); without that record
-// (runs from before it existed) every touched path is listed.
-func (p *Pipeline) changedSince(ctx context.Context, run *store.Run, touched []string) []string {
-	ap, err := run.Path(afterManifestFile)
-	if err != nil {
-		return touched
-	}
-	after, err := checkpoint.ReadManifest(ap)
-	if err != nil {
-		return touched
-	}
-	now, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
-	if err != nil {
-		return touched
-	}
-	var out []string
-	for _, path := range touched {
-		a, inAfter := after.Files[path]
-		n, inNow := now.Files[path]
-		if inAfter != inNow || a != n {
-			out = append(out, path)
-		}
-	}
-	if len(out) == 0 {
-		return touched
-	}
-	return out
 }
 
 func (p *Pipeline) messageOf(run *store.Run) (*message.Message, error) {

@@ -25,7 +25,6 @@ const (
 // Run-directory file names written by the loop.
 const (
 	manifestFile       = "manifest.json"
-	afterManifestFile  = "manifest-after.json"
 	diffFile           = "changes.diff"
 	failureContextFile = "failure-context.md"
 	discardedDir       = "discarded-followups"
@@ -71,7 +70,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		_ = run.FinishAttempt(a.N, -1, "controller restarted during the attempt")
 		p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
 			Attempt: int32(a.N), ExitCode: -1, Text: "controller restarted during the attempt"})
-		if _, err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
+		if err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
 			log.Error("diff after interrupted attempt", "err", err)
 		}
 	}
@@ -146,16 +145,16 @@ func runSucceeded(st store.RunState) bool {
 }
 
 // writeDiff records the change from the checkpoint to the current tree as
-// changes.diff and as attempt n's own diff, and returns the tree's manifest.
-func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) (*checkpoint.Manifest, error) {
-	diff, after, err := p.d.Checkpoints.Diff(ctx, p.d.Store.Root(), manifest)
+// changes.diff and as attempt n's own diff.
+func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) error {
+	diff, _, err := p.d.Checkpoints.Diff(ctx, p.d.Store.Root(), manifest)
 	if err != nil {
-		return nil, fmt.Errorf("diff the tree against the checkpoint: %w", err)
+		return fmt.Errorf("diff the tree against the checkpoint: %w", err)
 	}
 	if err := run.WriteFile(attemptDiffName(n), diff); err != nil {
-		return nil, err
+		return err
 	}
-	return after, run.WriteFile(diffFile, diff)
+	return run.WriteFile(diffFile, diff)
 }
 
 // revert brings the tree back to manifest. The diff is computed from the
