@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"github.com/decreehq/decree/internal/testtool"
 	"strings"
 	"testing"
@@ -119,7 +120,7 @@ esac`)
 // listings: runs/status/routines/workers with -o json, logs ID, status.
 func listings(t *testing.T, m mode) {
 	p := newProject(t, m, baseConfig)
-	p.routine("develop", `target_branch="${target_branch:-main}"`, `[ -f once ] || { touch once; echo "first try"; exit 1; }
+	p.routine("develop", "target_branch=\"${target_branch:-main}\"\nbase_dir=\"${base_dir:-$(pwd)}\"", `[ -f once ] || { touch once; echo "first try"; exit 1; }
 echo "second try"`)
 	mustCode(t, p.ctl("", "run", "-m", "listed", "-p", "x"), 0)
 	id := p.onlyRun()
@@ -174,10 +175,34 @@ echo "second try"`)
 	r = p.ctl("", "routines", "-o", "json")
 	mustCode(t, r, 0)
 	contains(t, "routines", r.stdout, `"develop"`)
-	contains(t, "routines", r.stdout, `target_branch`)
+	var rs struct {
+		Routines []struct {
+			Name       string `json:"name"`
+			Parameters []struct {
+				Name       string `json:"name"`
+				Default    string `json:"defaultValue"`
+				HasDefault bool   `json:"hasDefault"`
+				Standard   bool   `json:"standard"`
+			} `json:"parameters"`
+		} `json:"routines"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
+		t.Fatalf("routines -o json: %v\n%s", err, r.stdout)
+	}
+	var custom []string
+	for _, rt := range rs.Routines {
+		for _, prm := range rt.Parameters {
+			if rt.Name == "develop" && !prm.Standard {
+				custom = append(custom, fmt.Sprintf("%s=%q/%v", prm.Name, prm.Default, prm.HasDefault))
+			}
+		}
+	}
+	if got := strings.Join(custom, " "); got != `target_branch="main"/true base_dir=""/false` {
+		t.Errorf("custom parameters of develop = %s; want a literal default and a computed one", got)
+	}
 	r = p.ctl("", "routines")
 	mustCode(t, r, 0)
-	contains(t, "routines", r.stdout, "target_branch=main")
+	contains(t, "routines", r.stdout, "target_branch=main base_dir=(computed)")
 
 	r = p.ctl("", "runs", "-o", "yaml")
 	mustCode(t, r, 2)

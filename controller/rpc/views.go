@@ -174,7 +174,7 @@ func (s *ControllerServer) ListRoutines(ctx context.Context, req *decreev1.ListR
 		ri.Description, _ = e.Description()
 		params, _ := e.Params()
 		for _, p := range params {
-			ri.Parameters = append(ri.Parameters, &decreev1.Parameter{Name: p.Name, DefaultValue: p.Default, Standard: routine.IsStandardParam(p.Name)})
+			ri.Parameters = append(ri.Parameters, &decreev1.Parameter{Name: p.Name, DefaultValue: p.Default, Standard: routine.IsStandardParam(p.Name), HasDefault: p.HasDefault})
 		}
 		for _, f := range e.Also {
 			ri.OtherFormats = append(ri.OtherFormats, pipeline.FormatProto(f))

@@ -73,6 +73,17 @@ type Handle interface {
 	Stop(grace time.Duration) error
 }
 
+// ProcessHandle is implemented by handles whose routine is a local process
+// group (those of pkg/driver/proc). The plugin sdk reports it to the host,
+// which kills the group itself if the plugin dies mid-run.
+type ProcessHandle interface {
+	Handle
+	// Pid is the routine's main process id.
+	Pid() int
+	// ProcessGroup is the id of the routine's own process group.
+	ProcessGroup() int
+}
+
 // TaskConfig is everything a driver needs to run one attempt of a routine.
 type TaskConfig struct {
 	// Routine is the routine's name, used in messages.

@@ -199,8 +199,12 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 			for _, r := range resp.GetRoutines() {
 				var params []string
 				for _, p := range r.GetParameters() {
-					if !p.GetStandard() {
+					switch {
+					case p.GetStandard():
+					case p.GetHasDefault():
 						params = append(params, p.GetName()+"="+p.GetDefaultValue())
+					default: // declared with a default the routine computes
+						params = append(params, p.GetName()+"=(computed)")
 					}
 				}
 				desc, _, _ := strings.Cut(r.GetDescription(), "\n")

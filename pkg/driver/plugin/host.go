@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/decreehq/decree/pkg/driver"
@@ -97,7 +98,7 @@ func (d *Driver) Inspect(ctx context.Context, path string) (string, []routine.Pa
 	}
 	var ps []routine.Param
 	for _, p := range resp.GetParameters() {
-		ps = append(ps, routine.Param{Name: p.GetName(), Default: p.GetDefaultValue(), HasDefault: true})
+		ps = append(ps, routine.Param{Name: p.GetName(), Default: p.GetDefaultValue(), HasDefault: p.GetHasDefault()})
 	}
 	return resp.GetDescription(), ps, nil
 }
@@ -129,6 +130,10 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 	if cfg.Timeout > 0 {
 		req.Timeout = durationpb.New(cfg.Timeout)
 	}
+	if cfg.KillGrace > 0 {
+		req.KillGrace = durationpb.New(cfg.KillGrace)
+	}
+	req.NotebookEngine = cfg.NotebookEngine
 	// The stream outlives Start's ctx; it ends with the execution.
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := d.svc.Execute(sctx, req)
@@ -202,6 +207,7 @@ func (h *handle) pump(stream decreev1.DriverService_ExecuteClient) {
 	var res driver.ExitResult
 	var sinkErr error
 	gotExit := false
+	pgid := 0
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -214,6 +220,12 @@ func (h *handle) pump(stream decreev1.DriverService_ExecuteClient) {
 					Err:      fmt.Errorf("driver plugin %s (%s) failed during routine %s: %w", h.d.name, h.d.path, h.cfg.Routine, err),
 				}
 				res.Message = res.Err.Error()
+				if pgid > 0 {
+					// The plugin died without stopping its routine; the
+					// routine's main process got SIGKILL with it, but what
+					// it started may still run in its group.
+					killGroup(pgid, h.cfg.Grace())
+				}
 			}
 			break
 		}
@@ -228,6 +240,8 @@ func (h *handle) pump(stream decreev1.DriverService_ExecuteClient) {
 			} else {
 				h.events <- driver.Event{Kind: driver.EventOutput, Data: ev.Output}
 			}
+		case *decreev1.ExecuteResponse_Started:
+			pgid = int(ev.Started.GetProcessGroup())
 		case *decreev1.ExecuteResponse_Exit:
 			gotExit = true
 			res = fromStatus(ev.Exit)
@@ -297,4 +311,22 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// killGroup ends what is left of a routine's process group after its plugin
+// died: SIGTERM, then SIGKILL once grace has passed with members left. A
+// group id stays reserved while any member lives, so it cannot name an
+// unrelated group until the last member is gone.
+func killGroup(pgid int, grace time.Duration) {
+	if pgid <= 1 || unix.Kill(-pgid, unix.SIGTERM) != nil {
+		return // gone already
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if unix.Kill(-pgid, 0) != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = unix.Kill(-pgid, unix.SIGKILL)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/driver/internal/drivertest"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/routine"
 )
 
 var (
@@ -82,10 +84,11 @@ func TestPluginRunsRoutine(t *testing.T) {
 	if d.Name() != "testsh" || d.Version() != "test" || len(d.Extensions()) != 1 {
 		t.Fatalf("describe: %q %q %v", d.Name(), d.Version(), d.Extensions())
 	}
-	dir, path := script(t, "# Test routine\ntarget_branch=\"${target_branch:-dev}\"\nfor i in $(seq 1 200); do echo out$i; echo err$i >&2; done\nprintf '\\000\\377'\necho \"tb=$target_branch hook=$DECREE_HOOK cwd=$(pwd)\"\nexit 3\n")
+	dir, path := script(t, "# Test routine\ntarget_branch=\"${target_branch:-dev}\"\nstarted_in=\"${started_in:-$(pwd)}\"\nfor i in $(seq 1 200); do echo out$i; echo err$i >&2; done\nprintf '\\000\\377'\necho \"tb=$target_branch hook=$DECREE_HOOK cwd=$(pwd)\"\nexit 3\n")
 	desc, params, err := d.Inspect(context.Background(), path)
-	if err != nil || desc != "Test routine" || len(params) != 1 || params[0].Name != "target_branch" || params[0].Default != "dev" {
-		t.Errorf("Inspect = %q %+v %v", desc, params, err)
+	wantParams := []routine.Param{{Name: "target_branch", Default: "dev", HasDefault: true}, {Name: "started_in"}}
+	if err != nil || desc != "Test routine" || !reflect.DeepEqual(params, wantParams) {
+		t.Errorf("Inspect = %q %+v %v; want %+v (a computed default travels as no default)", desc, params, err, wantParams)
 	}
 	h, err := d.Start(context.Background(), driver.TaskConfig{
 		Routine: "r", Path: path, Workdir: dir,
@@ -220,12 +223,13 @@ func TestPluginCrashMidRun(t *testing.T) {
 			exit = ev.Exit
 		}
 	}
-	// The abruptly killed plugin could not clean up: a known limitation.
-	t.Cleanup(func() {
-		if pid := drivertest.WaitPidFile(t, pidfile, 5*time.Second); pid > 0 {
-			exec.Command("kill", "-9", fmt.Sprint(pid)).Run()
-		}
-	})
+	// The plugin died without cleaning up; the host kills the routine's
+	// group from the pid it reported at start.
+	pid := drivertest.WaitPidFile(t, pidfile, 5*time.Second)
+	if !drivertest.WaitDead(pid, 5*time.Second) {
+		exec.Command("kill", "-9", fmt.Sprint(pid)).Run()
+		t.Errorf("background process %d of the routine survived its plugin's crash", pid)
+	}
 	if exit.ExitCode != -1 || exit.Err == nil || !strings.Contains(exit.Err.Error(), "testsh") || exit.Success() {
 		t.Errorf("exit after plugin crash = %+v; want ExitCode -1 and an error naming the driver", exit)
 	}
@@ -281,5 +285,25 @@ func TestFind(t *testing.T) {
 	dirs := SearchDirs("/proj")
 	if len(dirs) != 3 || dirs[1] != "$PATH" || dirs[2] != "/proj/.decree/drivers" {
 		t.Errorf("SearchDirs = %v", dirs)
+	}
+}
+
+// The host's kill grace reaches the plugin: a routine that ignores SIGTERM
+// past its timeout is killed after the configured grace, well before the
+// default one.
+func TestPluginKillGrace(t *testing.T) {
+	d := launch(t)
+	dir, path := script(t, "trap '' TERM\nwhile :; do sleep 0.05; done\n")
+	start := time.Now()
+	res, err := driver.Run(context.Background(), d, driver.TaskConfig{
+		Routine: "r", Path: path, Workdir: dir,
+		Timeout: 200 * time.Millisecond, KillGrace: 200 * time.Millisecond,
+	}, &bytes.Buffer{})
+	took := time.Since(start)
+	if err != nil || !res.TimedOut || res.ExitCode != 1 {
+		t.Fatalf("result %+v, %v; want a timeout", res, err)
+	}
+	if took >= driver.DefaultKillGrace {
+		t.Errorf("took %s: the 200ms kill grace was not used (default is %s)", took, driver.DefaultKillGrace)
 	}
 }

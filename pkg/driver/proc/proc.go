@@ -135,6 +135,10 @@ func Start(s Spec) (*Handle, error) {
 // Pid returns the main process id, which is also the process group id.
 func (h *Handle) Pid() int { return h.pgid }
 
+// ProcessGroup returns the routine's process group id; it implements
+// driver.ProcessHandle.
+func (h *Handle) ProcessGroup() int { return h.pgid }
+
 // Events implements driver.Handle.
 func (h *Handle) Events() <-chan driver.Event { return h.events }
 

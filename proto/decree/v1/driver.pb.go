@@ -240,9 +240,15 @@ type ExecuteRequest struct {
 	// Absolute path of the message's run directory, for artifacts.
 	MessageDir string `protobuf:"bytes,6,opt,name=message_dir,json=messageDir,proto3" json:"message_dir,omitempty"`
 	// Cap on the run time; zero means none.
-	Timeout       *durationpb.Duration `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Timeout *durationpb.Duration `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Time between SIGTERM and SIGKILL when the routine times out or leaves
+	// processes behind; zero means the driver's default.
+	KillGrace *durationpb.Duration `protobuf:"bytes,8,opt,name=kill_grace,json=killGrace,proto3" json:"kill_grace,omitempty"`
+	// Notebook engine: "auto", "papermill" or "nbconvert"; empty means auto.
+	// Drivers that do not run notebooks ignore it.
+	NotebookEngine string `protobuf:"bytes,9,opt,name=notebook_engine,json=notebookEngine,proto3" json:"notebook_engine,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -324,6 +330,78 @@ func (x *ExecuteRequest) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *ExecuteRequest) GetKillGrace() *durationpb.Duration {
+	if x != nil {
+		return x.KillGrace
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetNotebookEngine() string {
+	if x != nil {
+		return x.NotebookEngine
+	}
+	return ""
+}
+
+// ExecutionStarted tells the host which process runs the routine. The
+// plugin runs on the host's machine, so if the plugin dies without an exit
+// status the host kills this process group itself.
+type ExecutionStarted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Process id of the routine's main process.
+	Pid int32 `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	// Its process group id (the driver's own group for the routine); zero
+	// when the driver does not run the routine as a local process group.
+	ProcessGroup  int32 `protobuf:"varint,2,opt,name=process_group,json=processGroup,proto3" json:"process_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutionStarted) Reset() {
+	*x = ExecutionStarted{}
+	mi := &file_decree_v1_driver_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutionStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutionStarted) ProtoMessage() {}
+
+func (x *ExecutionStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_driver_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutionStarted.ProtoReflect.Descriptor instead.
+func (*ExecutionStarted) Descriptor() ([]byte, []int) {
+	return file_decree_v1_driver_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExecutionStarted) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ExecutionStarted) GetProcessGroup() int32 {
+	if x != nil {
+		return x.ProcessGroup
+	}
+	return 0
+}
+
 // ExecuteResponse is one event of an execution.
 type ExecuteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -333,6 +411,7 @@ type ExecuteResponse struct {
 	//
 	//	*ExecuteResponse_Output
 	//	*ExecuteResponse_Exit
+	//	*ExecuteResponse_Started
 	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -340,7 +419,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_decree_v1_driver_proto_msgTypes[5]
+	mi := &file_decree_v1_driver_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +431,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_driver_proto_msgTypes[5]
+	mi := &file_decree_v1_driver_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +444,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_driver_proto_rawDescGZIP(), []int{5}
+	return file_decree_v1_driver_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecuteResponse) GetEvent() isExecuteResponse_Event {
@@ -393,6 +472,15 @@ func (x *ExecuteResponse) GetExit() *ExitStatus {
 	return nil
 }
 
+func (x *ExecuteResponse) GetStarted() *ExecutionStarted {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
 type isExecuteResponse_Event interface {
 	isExecuteResponse_Event()
 }
@@ -407,9 +495,16 @@ type ExecuteResponse_Exit struct {
 	Exit *ExitStatus `protobuf:"bytes,2,opt,name=exit,proto3,oneof"`
 }
 
+type ExecuteResponse_Started struct {
+	// Sent once, first, when the routine runs as a local process.
+	Started *ExecutionStarted `protobuf:"bytes,3,opt,name=started,proto3,oneof"`
+}
+
 func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Exit) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Started) isExecuteResponse_Event() {}
 
 // StopRequest names an execution.
 type StopRequest struct {
@@ -424,7 +519,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_decree_v1_driver_proto_msgTypes[6]
+	mi := &file_decree_v1_driver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +531,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_driver_proto_msgTypes[6]
+	mi := &file_decree_v1_driver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +544,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_driver_proto_rawDescGZIP(), []int{6}
+	return file_decree_v1_driver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StopRequest) GetExecutionId() string {
@@ -475,7 +570,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_decree_v1_driver_proto_msgTypes[7]
+	mi := &file_decree_v1_driver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +582,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_driver_proto_msgTypes[7]
+	mi := &file_decree_v1_driver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +595,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_driver_proto_rawDescGZIP(), []int{7}
+	return file_decree_v1_driver_proto_rawDescGZIP(), []int{8}
 }
 
 var File_decree_v1_driver_proto protoreflect.FileDescriptor
@@ -521,7 +616,7 @@ const file_decree_v1_driver_proto_rawDesc = "" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x124\n" +
 	"\n" +
 	"parameters\x18\x02 \x03(\v2\x14.decree.v1.ParameterR\n" +
-	"parameters\"\xae\x03\n" +
+	"parameters\"\x91\x04\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12!\n" +
 	"\froutine_path\x18\x02 \x01(\tR\vroutinePath\x12\x18\n" +
@@ -530,16 +625,23 @@ const file_decree_v1_driver_proto_rawDesc = "" +
 	"\x03env\x18\x05 \x03(\v2\".decree.v1.ExecuteRequest.EnvEntryR\x03env\x12\x1f\n" +
 	"\vmessage_dir\x18\x06 \x01(\tR\n" +
 	"messageDir\x123\n" +
-	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x1a9\n" +
+	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x128\n" +
+	"\n" +
+	"kill_grace\x18\b \x01(\v2\x19.google.protobuf.DurationR\tkillGrace\x12'\n" +
+	"\x0fnotebook_engine\x18\t \x01(\tR\x0enotebookEngine\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\x10ExecutionStarted\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12#\n" +
+	"\rprocess_group\x18\x02 \x01(\x05R\fprocessGroup\"\x9a\x01\n" +
 	"\x0fExecuteResponse\x12\x18\n" +
 	"\x06output\x18\x01 \x01(\fH\x00R\x06output\x12+\n" +
-	"\x04exit\x18\x02 \x01(\v2\x15.decree.v1.ExitStatusH\x00R\x04exitB\a\n" +
+	"\x04exit\x18\x02 \x01(\v2\x15.decree.v1.ExitStatusH\x00R\x04exit\x127\n" +
+	"\astarted\x18\x03 \x01(\v2\x1b.decree.v1.ExecutionStartedH\x00R\astartedB\a\n" +
 	"\x05event\"a\n" +
 	"\vStopRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12/\n" +
@@ -563,42 +665,45 @@ func file_decree_v1_driver_proto_rawDescGZIP() []byte {
 	return file_decree_v1_driver_proto_rawDescData
 }
 
-var file_decree_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_decree_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_decree_v1_driver_proto_goTypes = []any{
 	(*DescribeRequest)(nil),     // 0: decree.v1.DescribeRequest
 	(*DescribeResponse)(nil),    // 1: decree.v1.DescribeResponse
 	(*InspectRequest)(nil),      // 2: decree.v1.InspectRequest
 	(*InspectResponse)(nil),     // 3: decree.v1.InspectResponse
 	(*ExecuteRequest)(nil),      // 4: decree.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),     // 5: decree.v1.ExecuteResponse
-	(*StopRequest)(nil),         // 6: decree.v1.StopRequest
-	(*StopResponse)(nil),        // 7: decree.v1.StopResponse
-	nil,                         // 8: decree.v1.ExecuteRequest.ParamsEntry
-	nil,                         // 9: decree.v1.ExecuteRequest.EnvEntry
-	(*Parameter)(nil),           // 10: decree.v1.Parameter
-	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
-	(*ExitStatus)(nil),          // 12: decree.v1.ExitStatus
+	(*ExecutionStarted)(nil),    // 5: decree.v1.ExecutionStarted
+	(*ExecuteResponse)(nil),     // 6: decree.v1.ExecuteResponse
+	(*StopRequest)(nil),         // 7: decree.v1.StopRequest
+	(*StopResponse)(nil),        // 8: decree.v1.StopResponse
+	nil,                         // 9: decree.v1.ExecuteRequest.ParamsEntry
+	nil,                         // 10: decree.v1.ExecuteRequest.EnvEntry
+	(*Parameter)(nil),           // 11: decree.v1.Parameter
+	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
+	(*ExitStatus)(nil),          // 13: decree.v1.ExitStatus
 }
 var file_decree_v1_driver_proto_depIdxs = []int32{
-	10, // 0: decree.v1.InspectResponse.parameters:type_name -> decree.v1.Parameter
-	8,  // 1: decree.v1.ExecuteRequest.params:type_name -> decree.v1.ExecuteRequest.ParamsEntry
-	9,  // 2: decree.v1.ExecuteRequest.env:type_name -> decree.v1.ExecuteRequest.EnvEntry
-	11, // 3: decree.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	12, // 4: decree.v1.ExecuteResponse.exit:type_name -> decree.v1.ExitStatus
-	11, // 5: decree.v1.StopRequest.grace:type_name -> google.protobuf.Duration
-	0,  // 6: decree.v1.DriverService.Describe:input_type -> decree.v1.DescribeRequest
-	2,  // 7: decree.v1.DriverService.Inspect:input_type -> decree.v1.InspectRequest
-	4,  // 8: decree.v1.DriverService.Execute:input_type -> decree.v1.ExecuteRequest
-	6,  // 9: decree.v1.DriverService.Stop:input_type -> decree.v1.StopRequest
-	1,  // 10: decree.v1.DriverService.Describe:output_type -> decree.v1.DescribeResponse
-	3,  // 11: decree.v1.DriverService.Inspect:output_type -> decree.v1.InspectResponse
-	5,  // 12: decree.v1.DriverService.Execute:output_type -> decree.v1.ExecuteResponse
-	7,  // 13: decree.v1.DriverService.Stop:output_type -> decree.v1.StopResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	11, // 0: decree.v1.InspectResponse.parameters:type_name -> decree.v1.Parameter
+	9,  // 1: decree.v1.ExecuteRequest.params:type_name -> decree.v1.ExecuteRequest.ParamsEntry
+	10, // 2: decree.v1.ExecuteRequest.env:type_name -> decree.v1.ExecuteRequest.EnvEntry
+	12, // 3: decree.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	12, // 4: decree.v1.ExecuteRequest.kill_grace:type_name -> google.protobuf.Duration
+	13, // 5: decree.v1.ExecuteResponse.exit:type_name -> decree.v1.ExitStatus
+	5,  // 6: decree.v1.ExecuteResponse.started:type_name -> decree.v1.ExecutionStarted
+	12, // 7: decree.v1.StopRequest.grace:type_name -> google.protobuf.Duration
+	0,  // 8: decree.v1.DriverService.Describe:input_type -> decree.v1.DescribeRequest
+	2,  // 9: decree.v1.DriverService.Inspect:input_type -> decree.v1.InspectRequest
+	4,  // 10: decree.v1.DriverService.Execute:input_type -> decree.v1.ExecuteRequest
+	7,  // 11: decree.v1.DriverService.Stop:input_type -> decree.v1.StopRequest
+	1,  // 12: decree.v1.DriverService.Describe:output_type -> decree.v1.DescribeResponse
+	3,  // 13: decree.v1.DriverService.Inspect:output_type -> decree.v1.InspectResponse
+	6,  // 14: decree.v1.DriverService.Execute:output_type -> decree.v1.ExecuteResponse
+	8,  // 15: decree.v1.DriverService.Stop:output_type -> decree.v1.StopResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_driver_proto_init() }
@@ -607,9 +712,10 @@ func file_decree_v1_driver_proto_init() {
 		return
 	}
 	file_decree_v1_types_proto_init()
-	file_decree_v1_driver_proto_msgTypes[5].OneofWrappers = []any{
+	file_decree_v1_driver_proto_msgTypes[6].OneofWrappers = []any{
 		(*ExecuteResponse_Output)(nil),
 		(*ExecuteResponse_Exit)(nil),
+		(*ExecuteResponse_Started)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -617,7 +723,7 @@ func file_decree_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_driver_proto_rawDesc), len(file_decree_v1_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1056,7 +1056,10 @@ type Parameter struct {
 	// The default the routine declares ("" when none).
 	DefaultValue string `protobuf:"bytes,2,opt,name=default_value,json=defaultValue,proto3" json:"default_value,omitempty"`
 	// True for the standard parameters every routine receives.
-	Standard      bool `protobuf:"varint,3,opt,name=standard,proto3" json:"standard,omitempty"`
+	Standard bool `protobuf:"varint,3,opt,name=standard,proto3" json:"standard,omitempty"`
+	// True when the routine declares a default (which may be empty), false
+	// when it declares the parameter without one.
+	HasDefault    bool `protobuf:"varint,4,opt,name=has_default,json=hasDefault,proto3" json:"has_default,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1108,6 +1111,13 @@ func (x *Parameter) GetDefaultValue() string {
 func (x *Parameter) GetStandard() bool {
 	if x != nil {
 		return x.Standard
+	}
+	return false
+}
+
+func (x *Parameter) GetHasDefault() bool {
+	if x != nil {
+		return x.HasDefault
 	}
 	return false
 }
@@ -1476,11 +1486,13 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bsequence\x18\x04 \x01(\x04R\bsequence\x12\x16\n" +
 	"\x06offset\x18\x05 \x01(\x04R\x06offset\x12\x12\n" +
-	"\x04data\x18\x06 \x01(\fR\x04data\"`\n" +
+	"\x04data\x18\x06 \x01(\fR\x04data\"\x81\x01\n" +
 	"\tParameter\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rdefault_value\x18\x02 \x01(\tR\fdefaultValue\x12\x1a\n" +
-	"\bstandard\x18\x03 \x01(\bR\bstandard\"\xe8\x02\n" +
+	"\bstandard\x18\x03 \x01(\bR\bstandard\x12\x1f\n" +
+	"\vhas_default\x18\x04 \x01(\bR\n" +
+	"hasDefault\"\xe8\x02\n" +
 	"\vRoutineInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x18.decree.v1.RoutineFormatR\x06format\x12\x12\n" +

@@ -14,7 +14,8 @@
 // process group. Serve stops every running routine (SIGTERM to the group,
 // SIGKILL after ShutdownGrace) when its Execute stream breaks (the host
 // died or cancelled), on SIGTERM, and when the host shuts the plugin down.
-// Only a SIGKILL of the plugin itself leaves routines behind.
+// Each execution first reports its process group to the host, so that if
+// the plugin itself is killed (SIGKILL, a crash) the host kills the group.
 package sdk
 
 import (
@@ -107,7 +108,7 @@ func (s *Server) Inspect(_ context.Context, req *decreev1.InspectRequest) (*decr
 	}
 	resp := &decreev1.InspectResponse{Description: desc}
 	for _, p := range ps {
-		resp.Parameters = append(resp.Parameters, &decreev1.Parameter{Name: p.Name, DefaultValue: p.Default, Standard: routine.IsStandardParam(p.Name)})
+		resp.Parameters = append(resp.Parameters, &decreev1.Parameter{Name: p.Name, DefaultValue: p.Default, Standard: routine.IsStandardParam(p.Name), HasDefault: p.HasDefault})
 	}
 	return resp, nil
 }
@@ -121,7 +122,9 @@ func (s *Server) Execute(req *decreev1.ExecuteRequest, stream decreev1.DriverSer
 		Workdir:    req.GetWorkdir(),
 		Params:     req.GetParams(),
 		MessageDir: req.GetMessageDir(),
-		Timeout:    req.GetTimeout().AsDuration(),
+		Timeout:        req.GetTimeout().AsDuration(),
+		KillGrace:      req.GetKillGrace().AsDuration(),
+		NotebookEngine: req.GetNotebookEngine(),
 	}
 	keys := make([]string, 0, len(req.GetEnv()))
 	for k := range req.GetEnv() {
@@ -157,6 +160,14 @@ func (s *Server) Execute(req *decreev1.ExecuteRequest, stream decreev1.DriverSer
 	s.mu.Unlock()
 	if stopEarly {
 		go func() { _ = h.Stop(grace) }()
+	}
+	if p, ok := h.(driver.ProcessHandle); ok {
+		// First, so the host can clean up the group should this plugin die.
+		if err := stream.Send(&decreev1.ExecuteResponse{Event: &decreev1.ExecuteResponse_Started{
+			Started: &decreev1.ExecutionStarted{Pid: int32(p.Pid()), ProcessGroup: int32(p.ProcessGroup())},
+		}}); err != nil {
+			_ = h.Stop(ShutdownGrace)
+		}
 	}
 	defer func() {
 		s.mu.Lock()
