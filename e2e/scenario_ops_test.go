@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/decreehq/decree/internal/testtool"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -119,7 +120,10 @@ esac`)
 
 // listings: runs/status/routines/workers with -o json, logs ID, status.
 func listings(t *testing.T, m mode) {
-	p := newProject(t, m, baseConfig)
+	p := newProject(t, m, baseConfig+"notebook_support: true\n")
+	p.write(".decree/routines/review.ipynb", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+{"cell_type": "markdown", "id": "d", "metadata": {}, "source": "## Reviews a change\n\nMore text."},
+{"cell_type": "code", "id": "p", "metadata": {"tags": ["parameters"]}, "outputs": [], "execution_count": null, "source": "reviewer = \"bob\""}]}`)
 	p.routine("develop", "target_branch=\"${target_branch:-main}\"\nbase_dir=\"${base_dir:-$(pwd)}\"", `[ -f once ] || { touch once; echo "first try"; exit 1; }
 echo "second try"`)
 	mustCode(t, p.ctl("", "run", "-m", "listed", "-p", "x"), 0)
@@ -203,6 +207,10 @@ echo "second try"`)
 	r = p.ctl("", "routines")
 	mustCode(t, r, 0)
 	contains(t, "routines", r.stdout, "target_branch=main base_dir=(computed)")
+	// A notebook's markdown heading is shown without its #s.
+	if !regexp.MustCompile(`(?m)^review +notebook +true +reviewer=bob +Reviews a change$`).MatchString(r.stdout) {
+		t.Errorf("routines table lacks the notebook row:\n%s", r.stdout)
+	}
 
 	r = p.ctl("", "runs", "-o", "yaml")
 	mustCode(t, r, 2)

@@ -208,6 +208,8 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 					}
 				}
 				desc, _, _ := strings.Cut(r.GetDescription(), "\n")
+				// A notebook's description is markdown: drop a heading's #s.
+				desc = strings.TrimSpace(strings.TrimLeft(desc, "#"))
 				format := strings.ToLower(strings.TrimPrefix(r.GetFormat().String(), "ROUTINE_FORMAT_"))
 				if r.GetShared() {
 					format += " (shared)"

@@ -58,19 +58,49 @@ func InjectParameters(src []byte, params map[string]string) ([]byte, error) {
 		"outputs":         []any{},
 		"source":          code.String(),
 	}
-	minorNum, _ := nb["nbformat_minor"].(json.Number)
-	if minor, _ := minorNum.Int64(); minor >= 5 {
-		var id [4]byte
-		_, _ = rand.Read(id[:])
-		injected["id"] = hex.EncodeToString(id[:])
-	}
 	cells = append(cells[:at], append([]any{injected}, cells[at:]...)...)
+	if wantsCellIDs(nb) {
+		// nbformat 4.5 requires an id on every cell; Jupyter warns about
+		// each missing one (and will refuse them), so fill the gaps.
+		taken := map[string]bool{}
+		for _, c := range cells {
+			if id, ok := c.(map[string]any)["id"].(string); ok {
+				taken[id] = true
+			}
+		}
+		for _, c := range cells {
+			cell := c.(map[string]any)
+			if _, ok := cell["id"].(string); ok {
+				continue
+			}
+			for {
+				var b [4]byte
+				_, _ = rand.Read(b[:])
+				if id := hex.EncodeToString(b[:]); !taken[id] {
+					cell["id"], taken[id] = id, true
+					break
+				}
+			}
+		}
+	}
 	nb["cells"] = cells
 	out, err := json.MarshalIndent(nb, "", " ")
 	if err != nil {
 		return nil, fmt.Errorf("encode notebook: %w", err)
 	}
 	return append(out, '\n'), nil
+}
+
+// wantsCellIDs reports whether the notebook's format version (4.5 and later)
+// requires cell ids.
+func wantsCellIDs(nb map[string]any) bool {
+	num := func(key string) int64 {
+		n, _ := nb[key].(json.Number)
+		v, _ := n.Int64()
+		return v
+	}
+	major, minor := num("nbformat"), num("nbformat_minor")
+	return major > 4 || (major == 4 && minor >= 5)
 }
 
 func cellHasTag(cell map[string]any, tag string) bool {

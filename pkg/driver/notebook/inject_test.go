@@ -2,6 +2,7 @@ package notebook
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -108,5 +109,47 @@ func TestInjectParameters(t *testing.T) {
 		if _, err := InjectParameters([]byte(bad), nil); err == nil {
 			t.Errorf("InjectParameters(%q) succeeded", bad)
 		}
+	}
+}
+
+// Cells of an nbformat 4.5 notebook that lack an id get a unique one
+// (Jupyter warns about, and will reject, cells without); existing ids stay,
+// and older notebooks get none.
+func TestInjectFillsCellIDs(t *testing.T) {
+	tests := []struct {
+		name  string
+		minor int
+		want  bool
+	}{{"nbformat 4.5", 5, true}, {"nbformat 4.4", 4, false}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fmt.Sprintf(`{"nbformat": 4, "nbformat_minor": %d, "metadata": {}, "cells": [
+{"cell_type": "markdown", "metadata": {}, "source": "# Doc"},
+{"cell_type": "code", "id": "keep", "metadata": {"tags": ["parameters"]}, "outputs": [], "execution_count": null, "source": "x = 1"},
+{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": null, "source": "print(x)"}]}`, tt.minor)
+			out, err := InjectParameters([]byte(src), map[string]string{"x": "2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nb struct {
+				Cells []map[string]any `json:"cells"`
+			}
+			if err := json.Unmarshal(out, &nb); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for i, c := range nb.Cells {
+				id, has := c["id"].(string)
+				switch {
+				case i == 1 && id != "keep":
+					t.Errorf("cell 1 id = %q, want the existing \"keep\"", id)
+				case !tt.want && has && i != 1:
+					t.Errorf("cell %d of an nbformat 4.4 notebook got id %q", i, id)
+				case tt.want && (!has || seen[id]):
+					t.Errorf("cell %d id = %q, want a unique id", i, id)
+				}
+				seen[id] = true
+			}
+		})
 	}
 }

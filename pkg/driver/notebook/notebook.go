@@ -116,6 +116,11 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 	if err != nil {
 		return nil, err
 	}
+	if _, set := os.LookupEnv(quietDebugger); !set {
+		// ipykernel's debugger otherwise prints a frozen-modules warning
+		// into every run's log; it does not affect execution.
+		env = append(env, quietDebugger+"=1")
+	}
 	engine := cfg.NotebookEngine
 	if engine == "" {
 		engine = EngineAuto
@@ -206,6 +211,9 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 	}
 	return h, nil
 }
+
+// quietDebugger silences pydevd's file-validation warnings in the kernel.
+const quietDebugger = "PYDEVD_DISABLE_FILE_VALIDATION"
 
 func removeAll(paths []string) {
 	for _, p := range paths {

@@ -155,6 +155,14 @@ func TestNbconvertCustomVariables(t *testing.T) {
 			if err != nil || !bytes.Equal(log, out.Bytes()) {
 				t.Errorf("papermill.log (%v) should hold exactly the streamed engine output", err)
 			}
+			// pr-review.ipynb is nbformat 4.5 without cell ids, and the
+			// kernel's debugger warns about frozen modules unless told not
+			// to: neither may clutter the routine's log.
+			for _, noise := range []string{"MissingIDFieldWarning", "Debugger warning"} {
+				if bytes.Contains(log, []byte(noise)) {
+					t.Errorf("engine output carries %q noise:\n%s", noise, log)
+				}
+			}
 			// The injected cell follows the parameters cell.
 			b, _ := os.ReadFile(filepath.Join(msgDir, "output.ipynb"))
 			var nb map[string]any
