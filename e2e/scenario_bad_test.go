@@ -47,6 +47,34 @@ func badUnknownRoutine(t *testing.T, m mode) {
 	}
 }
 
+// badRoutineFiles: a routine file no attempt could run (CRLF line endings,
+// a notebook that is not JSON) dead-letters the message with InvalidRoutine
+// before the first attempt, with a note that says how to fix the file.
+func badRoutineFiles(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig+"notebook_support: true\n")
+	p.write(".decree/routines/crlf.sh", "#!/usr/bin/env bash\r\necho ran > ran.txt\r\n")
+	p.write(".decree/routines/torn.ipynb", `{"cells": [`)
+	cases := []struct{ name, routine, want string }{
+		{"c", "crlf", "dos2unix"},
+		{"n", "torn", "not a valid notebook"},
+	}
+	for _, c := range cases {
+		r := p.ctl("", "run", "-m", c.name, "-p", "x", "-v", "routine="+c.routine)
+		mustCode(t, r, 1)
+		note := p.read(".decree/inbox/dead/" + c.name + ".md.dead.txt")
+		contains(t, "dead note", note, "reason: InvalidRoutine")
+		contains(t, "dead note", note, c.want)
+		contains(t, "dead note", note, "requeue")
+		if strings.Contains(r.stderr, "attempt 1") {
+			t.Errorf("routine %s was attempted:\n%s", c.routine, r.stderr)
+		}
+	}
+	p.sameTree(map[string]string{})
+	if len(p.runs()) != 0 {
+		t.Errorf("runs = %v", p.runs())
+	}
+}
+
 // badArguments: bad -m and -v are refused with exit 2 and nothing queued.
 func badArguments(t *testing.T, m mode) {
 	p := newProject(t, m, baseConfig)

@@ -46,6 +46,7 @@ var scenarios = []scenario{
 	// bad input
 	{"bad/malformed-frontmatter", badFrontmatter},
 	{"bad/unknown-routine", badUnknownRoutine},
+	{"bad/routine-files", badRoutineFiles},
 	{"bad/arguments", badArguments},
 	{"bad/follow-ups", badFollowUps},
 	{"bad/missing-spec", badMissingSpec},

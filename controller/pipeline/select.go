@@ -69,6 +69,12 @@ func (p *Pipeline) chooseRoutine(ctx context.Context, cfg *config.Config, e stor
 		return routine.Routine{}, &store.DeadNote{Reason: "RoutineDisabled", MessageID: e.ID,
 			Detail: fmt.Sprintf("Routine %s is disabled in the registry of .decree/config.yml. Enable it (enabled: true) or name another routine, then requeue the message.", rt.Name)}
 	}
+	if err := rt.Check(); err != nil {
+		// No attempt could succeed: dead-letter now rather than fail and
+		// revert max_retries times.
+		return routine.Routine{}, &store.DeadNote{Reason: "InvalidRoutine", MessageID: e.ID,
+			Detail: fmt.Sprintf("%v\nFix the routine file, then requeue the message.", err)}
+	}
 	return rt, nil
 }
 

@@ -46,6 +46,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -239,7 +240,14 @@ func (s *Store) recover() error {
 	return fsutil.SyncDir(s.path(DeadDir))
 }
 
-// observeChains feeds every chain id found on disk to the generator.
+// observeChains feeds every chain id found on disk to the generator, so a
+// new controller (or embedded decreectl) never hands out an id already used
+// in this project, even within the same second.
+//
+// Run directories are named by message id and every processed message has
+// one. Messages in inbox/ and dead/ may have none yet (queued, or refused
+// before any attempt) and are usually named by their name, not their id:
+// their frontmatter is read for the chain. done/ is covered by runs/.
 func (s *Store) observeChains() {
 	for _, d := range []string{InboxDir, DoneDir, DeadDir, RunsDir} {
 		ents, err := os.ReadDir(s.path(d))
@@ -248,9 +256,44 @@ func (s *Store) observeChains() {
 		}
 		for _, e := range ents {
 			name := strings.TrimSuffix(e.Name(), ".md")
-			if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if i := strings.LastIndexByte(name, '-'); i > 0 && message.ValidChain(name[:i]) {
 				s.chains.Observe(name[:i])
+				continue
+			}
+			if (d == InboxDir || d == DeadDir) && e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
+				if c := headerChain(s.path(d, e.Name())); c != "" {
+					s.chains.Observe(c)
+				}
 			}
 		}
 	}
+}
+
+// headerChain returns the chain field of a message file's frontmatter, read
+// from its first 4 KiB, or "" when there is none.
+func headerChain(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	n, _ := io.ReadFull(f, buf)
+	lines := strings.Split(string(buf[:n]), "\n")
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+		return ""
+	}
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		if l == "---" {
+			break
+		}
+		if v, ok := strings.CutPrefix(l, "chain:"); ok {
+			v = strings.Trim(strings.TrimSpace(v), `"'`)
+			if message.ValidChain(v) {
+				return v
+			}
+		}
+	}
+	return ""
 }

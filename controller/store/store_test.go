@@ -505,3 +505,41 @@ func TestCheckID(t *testing.T) {
 		}
 	}
 }
+
+// A message that never reached a run directory (queued, or dead-lettered
+// before any attempt) is named by its name, not its id; a store opened in
+// the same second must still not hand out its chain again.
+func TestOpenObservesChainsOfNamedMessages(t *testing.T) {
+	body := func() *message.Message { m, _ := message.Parse([]byte("do it\n")); return m }
+	tests := []struct{ name, dir string }{{"queued", "inbox"}, {"dead before any attempt", "inbox/dead"}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			now := func() time.Time { return time.Date(2025, 2, 25, 14, 32, 0, 0, time.UTC) } // a frozen second
+			s, err := Open(root, Options{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := s.CreateMessage("first", body())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.dir != "inbox" {
+				if _, err := s.DeadLetter(e.File, DeadNote{Reason: "InvalidRoutine", MessageID: e.ID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s2, err := Open(root, Options{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e2, err := s2.CreateMessage("second", body())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e2.Chain <= e.Chain {
+				t.Errorf("second store issued chain %s after %s (in %s)", e2.Chain, e.Chain, tt.dir)
+			}
+		})
+	}
+}

@@ -37,7 +37,6 @@ package notebook
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -106,7 +105,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 	if err != nil {
 		return nil, fmt.Errorf("routine %s: read notebook: %w", cfg.Routine, err)
 	}
-	if err := checkNotebook(src); err != nil {
+	if err := routine.CheckNotebook(src); err != nil {
 		return nil, fmt.Errorf("routine %s (%s): %w", cfg.Routine, cfg.Path, err)
 	}
 	if cfg.MessageDir == "" {
@@ -219,27 +218,4 @@ func removeAll(paths []string) {
 	for _, p := range paths {
 		_ = os.Remove(p)
 	}
-}
-
-// checkNotebook rejects files that are not nbformat 4 JSON with a clear
-// reason.
-func checkNotebook(src []byte) error {
-	var nb struct {
-		Cells    []json.RawMessage `json:"cells"`
-		Nbformat int               `json:"nbformat"`
-	}
-	if err := json.Unmarshal(src, &nb); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return fmt.Errorf("not a valid notebook: JSON syntax error at byte %d: %v; open it in Jupyter and save it again, or fix the JSON", se.Offset, err)
-		}
-		return fmt.Errorf("not a valid notebook: %w", err)
-	}
-	if nb.Cells == nil {
-		return fmt.Errorf("not a valid notebook: no \"cells\" list")
-	}
-	if nb.Nbformat != 0 && nb.Nbformat < 4 {
-		return fmt.Errorf("notebook format %d is too old; convert it with `jupyter nbconvert --to notebook --nbformat 4`", nb.Nbformat)
-	}
-	return nil
 }

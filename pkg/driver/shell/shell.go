@@ -9,7 +9,6 @@
 package shell
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/driver/proc"
+	"github.com/decreehq/decree/pkg/routine"
 )
 
 // Name is the driver's name.
@@ -45,7 +45,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 	if err != nil {
 		return nil, fmt.Errorf("routine %s: read script: %w", cfg.Routine, err)
 	}
-	if err := CheckScript(cfg.Routine, cfg.Path, src); err != nil {
+	if err := routine.CheckShell(cfg.Routine, cfg.Path, src); err != nil {
 		return nil, err
 	}
 	bash := d.Bash
@@ -73,17 +73,4 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 		return nil, fmt.Errorf("routine %s: %w", cfg.Routine, err)
 	}
 	return h, nil
-}
-
-// CheckScript rejects scripts bash cannot run as written: CRLF line endings
-// and NUL bytes.
-func CheckScript(name, path string, src []byte) error {
-	if i := bytes.Index(src, []byte("\r\n")); i >= 0 {
-		line := bytes.Count(src[:i], []byte("\n")) + 1
-		return fmt.Errorf("routine %s (%s) has Windows (CRLF) line endings (first at line %d); bash would fail on them. Convert the file with `dos2unix %s` or `sed -i 's/\\r$//' %s`", name, path, line, path, path)
-	}
-	if bytes.IndexByte(src, 0) >= 0 {
-		return fmt.Errorf("routine %s (%s) contains NUL bytes; it is not a shell script", name, path)
-	}
-	return nil
 }

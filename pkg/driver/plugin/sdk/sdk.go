@@ -117,11 +117,11 @@ func (s *Server) Inspect(_ context.Context, req *decreev1.InspectRequest) (*decr
 // output and exit status. If the stream breaks, the routine is stopped.
 func (s *Server) Execute(req *decreev1.ExecuteRequest, stream decreev1.DriverService_ExecuteServer) error {
 	cfg := driver.TaskConfig{
-		Routine:    routineName(req.GetRoutinePath()),
-		Path:       req.GetRoutinePath(),
-		Workdir:    req.GetWorkdir(),
-		Params:     req.GetParams(),
-		MessageDir: req.GetMessageDir(),
+		Routine:        routineName(req.GetRoutinePath()),
+		Path:           req.GetRoutinePath(),
+		Workdir:        req.GetWorkdir(),
+		Params:         req.GetParams(),
+		MessageDir:     req.GetMessageDir(),
 		Timeout:        req.GetTimeout().AsDuration(),
 		KillGrace:      req.GetKillGrace().AsDuration(),
 		NotebookEngine: req.GetNotebookEngine(),

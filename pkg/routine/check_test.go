@@ -1,0 +1,44 @@
+package routine
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name, file, content string
+		format              Format
+		want                string // "" means valid
+	}{
+		{"shell", "a.sh", "#!/bin/bash\necho hi\n", FormatShell, ""},
+		{"shell without shebang or x bit", "a.sh", "echo hi\n", FormatShell, ""},
+		{"crlf", "a.sh", "#!/bin/bash\necho hi\r\n", FormatShell, "CRLF) line endings (first at line 2)"},
+		{"nul", "a.sh", "echo \x00\n", FormatShell, "NUL bytes"},
+		{"notebook", "a.ipynb", `{"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {}}`, FormatNotebook, ""},
+		{"torn notebook", "a.ipynb", `{"cells": [`, FormatNotebook, "not a valid notebook"},
+		{"not a notebook", "a.ipynb", `{"hello": 1}`, FormatNotebook, `no "cells" list`},
+		{"nbformat 3", "a.ipynb", `{"nbformat": 3, "cells": []}`, FormatNotebook, "too old"},
+		{"tree is its driver's business", "a.tree.csv", "anything", FormatTree, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), tt.file)
+			if err := os.WriteFile(p, []byte(tt.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := Routine{Name: "a", Path: p, Format: tt.format}.Check()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Check = %v, want valid", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "routine a")):
+				t.Errorf("Check = %v, want an error naming routine a and saying %q", err, tt.want)
+			}
+		})
+	}
+	if err := (Routine{Name: "gone", Path: filepath.Join(t.TempDir(), "gone.sh"), Format: FormatShell}).Check(); err == nil {
+		t.Error("Check of a missing file succeeded")
+	}
+}
