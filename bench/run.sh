@@ -4,7 +4,8 @@
 #   checkpoint  snapshots and diffs vs git, on a 20,000-file, 300 MB tree
 #   replica     replica sync vs rsync -a, same tree size
 #   pipeline    per-message overhead of a 200-message chain vs plain bash
-#   drivers     200 MB of routine output through a driver vs bash > /dev/null
+#   drivers     200 MB of routine output through a driver vs bash > /dev/null,
+#               for two routines, with the splice floor of pipe capture
 #   worker      routine output through the worker's log shipping (heap)
 # A run takes several minutes and a few GB of temporary disk.
 set -euo pipefail
