@@ -67,6 +67,11 @@ type Options struct {
 	// StartPaused holds the processing loop until the first message is
 	// submitted or a process job starts (see pipeline.Deps.Paused).
 	StartPaused bool
+	// FixedWorkers says no other worker will join the ones that connect
+	// first (decreectl's embedded controller and its local worker): a
+	// routine that no connected worker can run is dead-lettered at once
+	// instead of waiting (see pipeline.Deps.FixedWorkers).
+	FixedWorkers bool
 }
 
 // Controller serves one project.
@@ -162,6 +167,7 @@ func (c *Controller) open() error {
 	c.pipe = pipeline.New(pipeline.Deps{
 		Store: st, Sched: sch, Events: ev, Leases: leases, Checkpoints: cp, Logs: book,
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
+		FixedWorkers: c.opts.FixedWorkers,
 	})
 	c.server = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),

@@ -293,3 +293,39 @@ func hasRunJSON(p *project) bool {
 	m, _ := filepath.Glob(p.path(".decree/runs/*/run.json"))
 	return len(m) > 0
 }
+
+// TestWaitsForCapableWorker: with a separate controller more workers may
+// join, so a routine no connected worker can run waits, with a warning
+// saying what for, and runs once a capable worker connects.
+func TestWaitsForCapableWorker(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, baseConfig+`routines:
+  gpu-job:
+    requires:
+      gpu: "yes"
+`)
+	p.routine("gpu-job", "", `echo ran > ran.txt`)
+	startController(t, p)
+	startWorker(t, p, "plain-worker")
+
+	done := make(chan result, 1)
+	go func() { done <- runCtl(t, binary, p.dir, "", "run", "-m", "g", "-p", "x", "-v", "routine=gpu-job") }()
+	waitFor(t, "the waiting warning in events.jsonl", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(p.path(".decree/events.jsonl"))
+		return strings.Contains(string(b), "waits for a worker")
+	})
+	start(t, p.dir, "decree-worker", "--controller", "unix://"+p.path(".decree/decree.sock"), "--workspace", p.dir, "--id", "gpu-worker", "--label", "gpu=yes")
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the message did not run after a capable worker joined")
+	}
+	mustCode(t, r, 0)
+	contains(t, "decreectl stderr", r.stderr, `waits for a worker: no connected worker with driver "shell" has the labels gpu=yes`)
+	id := p.onlyRun()
+	if rj := p.read(".decree/runs/" + id + "/run.json"); !strings.Contains(rj, `"worker_id": "gpu-worker"`) {
+		t.Errorf("ran elsewhere than on the labelled worker:\n%s", rj)
+	}
+	p.sameTree(map[string]string{"ran.txt": "ran\n"})
+}

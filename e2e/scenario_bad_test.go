@@ -75,6 +75,39 @@ func badRoutineFiles(t *testing.T, m mode) {
 	}
 }
 
+// badNoCapableWorker: decreectl's own worker is the only one there will
+// be, so a routine it cannot run (a driver it lacks, labels it does not
+// have) dead-letters at once with a note saying what to add.
+func badNoCapableWorker(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig+`routines:
+  gpu-job:
+    requires:
+      gpu: "yes"
+`)
+	p.write(".decree/routines/decide.tree.csv", "question,yes,no\n")
+	p.routine("gpu-job", "", `echo ran > ran.txt`)
+	cases := []struct {
+		name, routine string
+		want          []string
+	}{
+		{"t", "decide", []string{`no connected worker offers driver "tree"`, "decree-driver-tree", ".decree/drivers/"}},
+		{"g", "gpu-job", []string{"has the labels gpu=yes", "routines.gpu-job.requires"}},
+	}
+	for _, c := range cases {
+		r := p.ctl("", "run", "-m", c.name, "-p", "x", "-v", "routine="+c.routine)
+		mustCode(t, r, 1)
+		note := p.read(".decree/inbox/dead/" + c.name + ".md.dead.txt")
+		contains(t, "dead note", note, "reason: NoCapableWorker")
+		for _, w := range c.want {
+			contains(t, "dead note", note, w)
+		}
+	}
+	p.sameTree(map[string]string{})
+	if len(p.runs()) != 0 {
+		t.Errorf("runs = %v", p.runs())
+	}
+}
+
 // badArguments: bad -m and -v are refused with exit 2 and nothing queued.
 func badArguments(t *testing.T, m mode) {
 	p := newProject(t, m, baseConfig)

@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	{"bad/malformed-frontmatter", badFrontmatter},
 	{"bad/unknown-routine", badUnknownRoutine},
 	{"bad/routine-files", badRoutineFiles},
+	{"bad/no-capable-worker", badNoCapableWorker},
 	{"bad/arguments", badArguments},
 	{"bad/follow-ups", badFollowUps},
 	{"bad/missing-spec", badMissingSpec},

@@ -110,6 +110,8 @@ type Manager struct {
 	ended    []string // tokens of ended leases, oldest first, for pruning
 	closed   bool
 	closing  chan struct{}
+	// streamed is closed and replaced whenever a worker starts streaming.
+	streamed chan struct{}
 }
 
 type session struct {
@@ -164,7 +166,7 @@ func New(opts Options) (*Manager, error) {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: l, sessions: map[string]*session{}, leases: map[string]*lease{}, closing: make(chan struct{})}, nil
+	return &Manager{opts: opts, log: l, sessions: map[string]*session{}, leases: map[string]*lease{}, closing: make(chan struct{}), streamed: make(chan struct{})}, nil
 }
 
 // LeaseTTL is the configured lease lifetime.

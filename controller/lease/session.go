@@ -31,6 +31,7 @@ func (m *Manager) Stream(ctx context.Context, sessionID string, send func(*decre
 	s.streaming = true
 	s.lastSeen = time.Now()
 	broadcast(&s.changed)
+	broadcast(&m.streamed)
 	m.assignLocked()
 	m.mu.Unlock()
 	defer func() {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
@@ -153,7 +152,12 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		return nil, "", err
 	}
 	defer rs.done()
-	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), Labels: settings.Requires, InPlace: rs.inPlace})
+	need := routineNeeds(cfg, rt)
+	if why, connected := p.d.Leases.Unmatched(need); why != "" && connected {
+		p.warn(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s waits for a worker: %s", n, rt.Name, why))
+	}
+	need.InPlace = rs.inPlace
+	res, err := p.d.Leases.Dispatch(ctx, a, need)
 	if aerr := p.applyReplica(ctx, rs, &e, run, res); aerr != nil && err == nil {
 		return nil, res.WorkerID, aerr
 	}

@@ -45,6 +45,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,7 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -87,6 +89,12 @@ type Deps struct {
 	// job that reports on the queued messages) is in place before the
 	// first message runs.
 	Paused bool
+	// FixedWorkers says the workers connected once the first one is are
+	// all there will be. A routine whose driver or labels none of them
+	// offers is then dead-lettered (NoCapableWorker) before its first
+	// attempt. Otherwise such an attempt waits for a capable worker to
+	// connect, with a warning event saying what it waits for.
+	FixedWorkers bool
 }
 
 // Pipeline is the processing loop of one project.
@@ -283,7 +291,12 @@ func (p *Pipeline) emit(_ context.Context, ev *decreev1.Event) *decreev1.Event {
 
 func (p *Pipeline) warn(ctx context.Context, id, text string) {
 	p.log.Warn(text, "message", id)
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_WARNING, MessageId: id, Text: text})
+	// The chain lets `decreectl run`, which follows its own chain, show it.
+	chain := ""
+	if i := strings.LastIndexByte(id, '-'); i > 0 && message.ValidChain(id[:i]) {
+		chain = id[:i]
+	}
+	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_WARNING, MessageId: id, Chain: chain, Text: text})
 }
 
 // Running returns the message in progress, if any.

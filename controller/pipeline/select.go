@@ -69,6 +69,10 @@ func (p *Pipeline) chooseRoutine(ctx context.Context, cfg *config.Config, e stor
 		return routine.Routine{}, &store.DeadNote{Reason: "RoutineDisabled", MessageID: e.ID,
 			Detail: fmt.Sprintf("Routine %s is disabled in the registry of .decree/config.yml. Enable it (enabled: true) or name another routine, then requeue the message.", rt.Name)}
 	}
+	if note := p.checkWorkers(ctx, cfg, rt); note != nil {
+		note.MessageID = e.ID
+		return routine.Routine{}, note
+	}
 	if err := rt.Check(); err != nil {
 		// No attempt could succeed: dead-letter now rather than fail and
 		// revert max_retries times.
@@ -176,4 +180,31 @@ func truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// routineNeeds is what a worker must offer to run rt.
+func routineNeeds(cfg *config.Config, rt routine.Routine) lease.Requirements {
+	return lease.Requirements{Driver: rt.Format.Driver(), Labels: cfg.RoutineSettingsFor(rt.Name, rt.Shared).Requires}
+}
+
+// checkWorkers dead-letters a routine that none of a fixed set of workers
+// can run; with workers free to join it lets the attempt wait.
+func (p *Pipeline) checkWorkers(ctx context.Context, cfg *config.Config, rt routine.Routine) *store.DeadNote {
+	if !p.d.FixedWorkers {
+		return nil
+	}
+	if err := p.d.Leases.WaitConnected(ctx); err != nil {
+		return nil // shutting down; the attempt path reports it
+	}
+	need := routineNeeds(cfg, rt)
+	why, _ := p.d.Leases.Unmatched(need)
+	if why == "" {
+		return nil
+	}
+	fix := fmt.Sprintf("Put a decree-driver-%s plugin beside the decree binaries, on PATH or in .decree/drivers/", need.Driver)
+	if len(need.Labels) > 0 {
+		fix = fmt.Sprintf("Run the message on a controller with a worker that has those labels, or change routines.%s.requires in .decree/config.yml", rt.Name)
+	}
+	return &store.DeadNote{Reason: "NoCapableWorker",
+		Detail: fmt.Sprintf("Routine %s cannot run here: %s.\n%s, then requeue the message.", rt.Name, why, fix)}
 }

@@ -21,7 +21,7 @@ import (
 // true the loop starts when the command's request (a submitted message, a
 // process job) is in place, so the command sees every message it runs.
 func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io.Writer, process bool) (string, func(), error) {
-	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), NoProcessing: !process, StartPaused: true})
+	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), NoProcessing: !process, StartPaused: true, FixedWorkers: true})
 	if err != nil {
 		return "", nil, err
 	}
