@@ -300,13 +300,27 @@ func (c *Controller) Close() error {
 // Store exposes the project store (for tests and embedding).
 func (c *Controller) Store() *store.Store { return c.store }
 
+// lockPatience is how long a busy project lock is retried.
+const lockPatience = time.Second
+
 // lockProject takes the project's exclusive controller lock.
 func lockProject(dot string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dot, "controller.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open controller lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	// A controller that just closed may still hold the lock for a moment:
+	// a child process forked by another thread of it shares the lock until
+	// it execs. So a busy lock is retried briefly before it counts.
+	deadline := time.Now().Add(lockPatience)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("another controller is already running for %s (it holds .decree/controller.lock); talk to it through .decree/%s", filepath.Dir(dot), SocketName)
 	}

@@ -124,6 +124,7 @@ func listings(t *testing.T, m mode) {
 	p.write(".decree/routines/review.ipynb", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
 {"cell_type": "markdown", "id": "d", "metadata": {}, "source": "## Reviews a change\n\nMore text."},
 {"cell_type": "code", "id": "p", "metadata": {"tags": ["parameters"]}, "outputs": [], "execution_count": null, "source": "reviewer = \"bob\""}]}`)
+	p.write(".decree/routines/crlf.sh", "#!/usr/bin/env bash\r\necho hi\r\n")
 	p.routine("develop", "target_branch=\"${target_branch:-main}\"\nbase_dir=\"${base_dir:-$(pwd)}\"", `[ -f once ] || { touch once; echo "first try"; exit 1; }
 echo "second try"`)
 	mustCode(t, p.ctl("", "run", "-m", "listed", "-p", "x"), 0)
@@ -207,6 +208,10 @@ echo "second try"`)
 	r = p.ctl("", "routines")
 	mustCode(t, r, 0)
 	contains(t, "routines", r.stdout, "target_branch=main base_dir=(computed)")
+	// A routine file that cannot run says why.
+	if !regexp.MustCompile(`(?m)^crlf +shell +true +- +CANNOT RUN: routine crlf \(.*\) has Windows \(CRLF\) line endings \(first at line 1\)$`).MatchString(r.stdout) {
+		t.Errorf("routines table does not flag the CRLF script:\n%s", r.stdout)
+	}
 	// A notebook's markdown heading is shown without its #s.
 	if !regexp.MustCompile(`(?m)^review +notebook +true +reviewer=bob +Reviews a change$`).MatchString(r.stdout) {
 		t.Errorf("routines table lacks the notebook row:\n%s", r.stdout)

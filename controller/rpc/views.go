@@ -171,6 +171,9 @@ func (s *ControllerServer) ListRoutines(ctx context.Context, req *decreev1.ListR
 		if rel, err := filepath.Rel(s.d.Store.Root(), e.Path); err == nil && !strings.HasPrefix(rel, "..") {
 			ri.Path = filepath.ToSlash(rel)
 		}
+		if err := e.Check(); err != nil {
+			ri.Problem = err.Error()
+		}
 		ri.Description, _ = e.Description()
 		params, _ := e.Params()
 		for _, p := range params {

@@ -210,6 +210,12 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 				desc, _, _ := strings.Cut(r.GetDescription(), "\n")
 				// A notebook's description is markdown: drop a heading's #s.
 				desc = strings.TrimSpace(strings.TrimLeft(desc, "#"))
+				if p := r.GetProblem(); p != "" {
+					// The problem without its remedy (-o json has both).
+					p, _, _ = strings.Cut(p, "\n")
+					p, _, _ = strings.Cut(p, "; ")
+					desc = "CANNOT RUN: " + p
+				}
 				format := strings.ToLower(strings.TrimPrefix(r.GetFormat().String(), "ROUTINE_FORMAT_"))
 				if r.GetShared() {
 					format += " (shared)"

@@ -1144,7 +1144,11 @@ type RoutineInfo struct {
 	// The driver that runs it ("shell", "notebook", "tree", ...).
 	Driver string `protobuf:"bytes,9,opt,name=driver,proto3" json:"driver,omitempty"`
 	// Other formats present under the same name.
-	OtherFormats  []RoutineFormat `protobuf:"varint,10,rep,packed,name=other_formats,json=otherFormats,proto3,enum=decree.v1.RoutineFormat" json:"other_formats,omitempty"`
+	OtherFormats []RoutineFormat `protobuf:"varint,10,rep,packed,name=other_formats,json=otherFormats,proto3,enum=decree.v1.RoutineFormat" json:"other_formats,omitempty"`
+	// Why the routine file cannot run as it is (CRLF line endings, a
+	// notebook that is not JSON, ...); empty when it can. A message naming
+	// such a routine is dead-lettered with InvalidRoutine.
+	Problem       string `protobuf:"bytes,11,opt,name=problem,proto3" json:"problem,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1247,6 +1251,13 @@ func (x *RoutineInfo) GetOtherFormats() []RoutineFormat {
 		return x.OtherFormats
 	}
 	return nil
+}
+
+func (x *RoutineInfo) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
 }
 
 // FileEntry is one file of a workspace manifest.
@@ -1492,7 +1503,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\rdefault_value\x18\x02 \x01(\tR\fdefaultValue\x12\x1a\n" +
 	"\bstandard\x18\x03 \x01(\bR\bstandard\x12\x1f\n" +
 	"\vhas_default\x18\x04 \x01(\bR\n" +
-	"hasDefault\"\xe8\x02\n" +
+	"hasDefault\"\x82\x03\n" +
 	"\vRoutineInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x18.decree.v1.RoutineFormatR\x06format\x12\x12\n" +
@@ -1508,7 +1519,8 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x06shared\x18\b \x01(\bR\x06shared\x12\x16\n" +
 	"\x06driver\x18\t \x01(\tR\x06driver\x12=\n" +
 	"\rother_formats\x18\n" +
-	" \x03(\x0e2\x18.decree.v1.RoutineFormatR\fotherFormats\"\x80\x01\n" +
+	" \x03(\x0e2\x18.decree.v1.RoutineFormatR\fotherFormats\x12\x18\n" +
+	"\aproblem\x18\v \x01(\tR\aproblem\"\x80\x01\n" +
 	"\tFileEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
