@@ -311,6 +311,11 @@ func TestWaitsForCapableWorker(t *testing.T) {
 	done := make(chan result, 1)
 	go func() { done <- runCtl(t, binary, p.dir, "", "run", "-m", "g", "-p", "x", "-v", "routine=gpu-job") }()
 	waitFor(t, "the waiting warning in events.jsonl", 60*time.Second, func() bool {
+		select {
+		case r := <-done:
+			t.Fatalf("decreectl run ended before a capable worker joined:\n%s", r)
+		default:
+		}
 		b, _ := os.ReadFile(p.path(".decree/events.jsonl"))
 		return strings.Contains(string(b), "waits for a worker")
 	})

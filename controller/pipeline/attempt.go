@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
@@ -153,11 +154,10 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 	}
 	defer rs.done()
 	need := routineNeeds(cfg, rt)
-	if why, connected := p.d.Leases.Unmatched(need); why != "" && connected {
-		p.warn(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s waits for a worker: %s", n, rt.Name, why))
-	}
+	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
 	need.InPlace = rs.inPlace
 	res, err := p.d.Leases.Dispatch(ctx, a, need)
+	stopWatch()
 	if aerr := p.applyReplica(ctx, rs, &e, run, res); aerr != nil && err == nil {
 		return nil, res.WorkerID, aerr
 	}
@@ -330,3 +330,37 @@ func diffFiles(p string) []string {
 	}
 	return out
 }
+
+// watchWorkers warns, while an attempt is outstanding, whenever no
+// connected worker could take it and each time the reason changes (no
+// worker at all, a missing driver, missing labels), so a wait is never
+// silent. It checks at once and then every workerCheckInterval.
+func (p *Pipeline) watchWorkers(ctx context.Context, id, what string, need lease.Requirements) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(workerCheckInterval)
+		defer t.Stop()
+		last := ""
+		for {
+			if why, _ := p.d.Leases.Unmatched(need); why != last {
+				if why != "" {
+					p.warn(ctx, id, fmt.Sprintf("%s waits for a worker: %s", what, why))
+				}
+				last = why
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// workerCheckInterval is how often watchWorkers looks again.
+const workerCheckInterval = time.Second
