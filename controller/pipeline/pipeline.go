@@ -45,7 +45,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -292,10 +291,7 @@ func (p *Pipeline) emit(_ context.Context, ev *decreev1.Event) *decreev1.Event {
 func (p *Pipeline) warn(ctx context.Context, id, text string) {
 	p.log.Warn(text, "message", id)
 	// The chain lets `decreectl run`, which follows its own chain, show it.
-	chain := ""
-	if i := strings.LastIndexByte(id, '-'); i > 0 && message.ValidChain(id[:i]) {
-		chain = id[:i]
-	}
+	chain, _, _ := message.SplitID(id)
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_WARNING, MessageId: id, Chain: chain, Text: text})
 }
 

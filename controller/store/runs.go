@@ -38,13 +38,10 @@ const (
 	OutcomeCancelled    = "cancelled"
 )
 
-var idRe = regexp.MustCompile(`^([0-9]{16})-([0-9]{1,9})$`)
-
 // CheckID validates a message id, "<chain>-<seq>", as it arrives from a
 // client or a worker.
 func CheckID(id string) error {
-	m := idRe.FindStringSubmatch(id)
-	if m == nil || !message.ValidChain(m[1]) {
+	if _, _, ok := message.SplitID(id); !ok {
 		return fmt.Errorf("%w: %q is not a message id (expected <16-digit chain>-<seq>, such as 2025022514320000-0)", fsutil.ErrUnsafePath, id)
 	}
 	return nil

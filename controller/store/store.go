@@ -46,7 +46,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -247,7 +246,7 @@ func (s *Store) recover() error {
 // Run directories are named by message id and every processed message has
 // one. Messages in inbox/ and dead/ may have none yet (queued, or refused
 // before any attempt) and are usually named by their name, not their id:
-// their frontmatter is read for the chain. done/ is covered by runs/.
+// they are parsed for the chain. done/ is covered by runs/.
 func (s *Store) observeChains() {
 	for _, d := range []string{InboxDir, DoneDir, DeadDir, RunsDir} {
 		ents, err := os.ReadDir(s.path(d))
@@ -255,13 +254,12 @@ func (s *Store) observeChains() {
 			continue
 		}
 		for _, e := range ents {
-			name := strings.TrimSuffix(e.Name(), ".md")
-			if i := strings.LastIndexByte(name, '-'); i > 0 && message.ValidChain(name[:i]) {
-				s.chains.Observe(name[:i])
+			if chain, _, ok := message.SplitID(strings.TrimSuffix(e.Name(), ".md")); ok {
+				s.chains.Observe(chain)
 				continue
 			}
 			if (d == InboxDir || d == DeadDir) && e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
-				if c := headerChain(s.path(d, e.Name())); c != "" {
+				if c := fileChain(s.path(d, e.Name())); c != "" {
 					s.chains.Observe(c)
 				}
 			}
@@ -269,31 +267,16 @@ func (s *Store) observeChains() {
 	}
 }
 
-// headerChain returns the chain field of a message file's frontmatter, read
-// from its first 4 KiB, or "" when there is none.
-func headerChain(path string) string {
-	f, err := os.Open(path)
+// fileChain returns the chain in a message file's frontmatter, or "" when
+// the file cannot be parsed (such a message never got a chain).
+func fileChain(path string) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	n, _ := io.ReadFull(f, buf)
-	lines := strings.Split(string(buf[:n]), "\n")
-	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+	m, err := message.Parse(data)
+	if err != nil || !message.ValidChain(m.Chain()) {
 		return ""
 	}
-	for _, l := range lines[1:] {
-		l = strings.TrimSpace(l)
-		if l == "---" {
-			break
-		}
-		if v, ok := strings.CutPrefix(l, "chain:"); ok {
-			v = strings.Trim(strings.TrimSpace(v), `"'`)
-			if message.ValidChain(v) {
-				return v
-			}
-		}
-	}
-	return ""
+	return m.Chain()
 }

@@ -25,12 +25,21 @@ type NormalizeInput struct {
 	Seq int
 }
 
-var chainFileRe = regexp.MustCompile(`^([0-9]{16})-([0-9]{1,9})\.md$`)
+var idRe = regexp.MustCompile(`^([0-9]{16})-([0-9]{1,9})$`)
 
 // ChainFromFileName returns the chain and seq a "<chain>-<seq>.md" file name
 // carries.
 func ChainFromFileName(name string) (chain string, seq int, ok bool) {
-	m := chainFileRe.FindStringSubmatch(path.Base(name))
+	base := path.Base(name)
+	if !strings.HasSuffix(base, ".md") {
+		return "", 0, false
+	}
+	return SplitID(strings.TrimSuffix(base, ".md"))
+}
+
+// SplitID returns the chain and seq of a message id "<chain>-<seq>".
+func SplitID(id string) (chain string, seq int, ok bool) {
+	m := idRe.FindStringSubmatch(id)
 	if m == nil || !ValidChain(m[1]) {
 		return "", 0, false
 	}

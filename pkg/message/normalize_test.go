@@ -122,3 +122,25 @@ func TestChainFromFileName(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitID(t *testing.T) {
+	tests := []struct {
+		in    string
+		chain string
+		seq   int
+		ok    bool
+	}{
+		{"2025022514320000-0", "2025022514320000", 0, true},
+		{"2025022514320000-12", "2025022514320000", 12, true},
+		{"2025022514320000-0.md", "", 0, false},
+		{"2025022514320000", "", 0, false},
+		{"2025022599320000-1", "", 0, false},
+		{"x-2025022514320000-1", "", 0, false},
+	}
+	for _, tc := range tests {
+		c, s, ok := SplitID(tc.in)
+		if c != tc.chain || s != tc.seq || ok != tc.ok {
+			t.Errorf("SplitID(%q) = %q, %d, %v", tc.in, c, s, ok)
+		}
+	}
+}
