@@ -205,7 +205,7 @@ func (s *Service) writeEntry(c checkpoint.Change) error {
 		if err := wiremanifest.CheckLink(c.Path, a.Link); err != nil {
 			return err
 		}
-		return writeSymlink(abs, a.Link)
+		return fsutil.ReplaceSymlink(abs, a.Link)
 	}
 	// Same content, other mode: only the mode changes.
 	if b := c.Before; b != nil && b.SHA256 == a.SHA256 && b.Mode != checkpoint.ModeSymlink {
@@ -276,19 +276,6 @@ func mkdirs(root, rel string) error {
 		case !fi.IsDir():
 			return fmt.Errorf("write %s: %s is a file, not a directory; remove it by hand, then requeue", rel, dir)
 		}
-	}
-	return nil
-}
-
-func writeSymlink(abs, target string) error {
-	tmp := filepath.Join(filepath.Dir(abs), ".decree-link-"+filepath.Base(abs))
-	os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return fmt.Errorf("create symlink %s: %w", abs, err)
-	}
-	if err := os.Rename(tmp, abs); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("create symlink %s: %w", abs, err)
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func writePlan(root string, plan map[string]*planned, durable bool) error {
 			}
 		}
 		if p.mode == ModeSymlink {
-			if err := writeSymlink(abs, string(p.data)); err != nil {
+			if err := fsutil.ReplaceSymlink(abs, string(p.data)); err != nil {
 				return fmt.Errorf("apply: %s: %w", p.path, err)
 			}
 			continue
@@ -97,19 +97,6 @@ func writeFileRename(path string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeSymlink(abs, target string) error {
-	tmp := filepath.Join(filepath.Dir(abs), ".decree-link-"+filepath.Base(abs))
-	os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, abs); err != nil {
-		os.Remove(tmp)
-		return err
 	}
 	return nil
 }

@@ -58,6 +58,22 @@ func ReplaceFile(path string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
+// ReplaceSymlink makes path a symlink to target, replacing whatever file
+// or symlink is there in one rename: the link is made beside it under a
+// temporary name first, so readers never see path missing.
+func ReplaceSymlink(path, target string) error {
+	tmp := filepath.Join(filepath.Dir(path), ".decree-link-"+filepath.Base(path))
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("create symlink %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("create symlink %s: %w", path, err)
+	}
+	return nil
+}
+
 // MoveFile renames src to dst and makes the rename durable by fsyncing both
 // parent directories. dst's directory must exist.
 func MoveFile(src, dst string) error {

@@ -165,3 +165,28 @@ func TestRemoveEmptyParents(t *testing.T) {
 		t.Fatalf("root itself was removed: %v", err)
 	}
 }
+
+func TestReplaceSymlink(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "link")
+	for _, setup := range []func(){
+		func() {}, // nothing there
+		func() { os.WriteFile(p, []byte("x"), 0o644) }, // a file
+		func() { os.Symlink("old", p) },                // another link
+	} {
+		os.Remove(p)
+		setup()
+		if err := ReplaceSymlink(p, "target/a"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.Readlink(p); err != nil || got != "target/a" {
+			t.Errorf("Readlink = %q, %v", got, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("temporary link left behind: %v", entries)
+	}
+	if err := ReplaceSymlink(filepath.Join(dir, "missing", "link"), "t"); err == nil || !strings.Contains(err.Error(), "create symlink") {
+		t.Errorf("missing directory: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/wiremanifest"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
@@ -345,19 +346,10 @@ func modePerm(perm fs.FileMode, m checkpoint.Mode) fs.FileMode {
 }
 
 func writeSymlink(abs, target string) error {
-	tmp := filepath.Join(filepath.Dir(abs), ".decree-link-"+filepath.Base(abs))
-	os.Remove(tmp)
 	if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
 		if err := os.Remove(abs); err != nil {
 			return fmt.Errorf("create symlink %s: a directory with files in it is in the way", abs)
 		}
 	}
-	if err := os.Symlink(target, tmp); err != nil {
-		return fmt.Errorf("create symlink %s: %w", abs, err)
-	}
-	if err := os.Rename(tmp, abs); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("create symlink %s: %w", abs, err)
-	}
-	return nil
+	return fsutil.ReplaceSymlink(abs, target)
 }
