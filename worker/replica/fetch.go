@@ -241,21 +241,7 @@ func (w *writer) writeData(d dest, data []byte, sum [32]byte) error {
 		return fmt.Errorf("replica sync: write %s: %w", d.rel, err)
 	}
 	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(d.e.Mode.Perm())
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), abs)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("replica sync: write %s: %w", d.rel, err)
-	}
-	w.record(d.rel, abs, sum)
-	return nil
+	return w.commit(tmp, err, d, abs, sum)
 }
 
 // copyFile copies src to d atomically, checking the content's hash.
@@ -280,6 +266,12 @@ func (w *writer) copyFile(src string, d dest) error {
 	if err == nil && hex.EncodeToString(sum[:]) != d.e.SHA256 {
 		err = errors.New("the local copy changed while it was read")
 	}
+	return w.commit(tmp, err, d, abs, sum)
+}
+
+// commit finishes a temporary file whose content was written with error
+// err: it sets the mode, closes it and renames it over abs, or removes it.
+func (w *writer) commit(tmp *os.File, err error, d dest, abs string, sum [32]byte) error {
 	if err == nil {
 		err = tmp.Chmod(d.e.Mode.Perm())
 	}
