@@ -375,18 +375,6 @@ func notContains(t *testing.T, what, s, sub string) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // gitApplyCheck runs `git apply args... --check` with the diff on stdin in
 // the project.
 func (p *project) git(stdin string, args ...string) (string, error) {

@@ -1,107 +1,39 @@
 package e2e
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"github.com/decreehq/decree/internal/testtool"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
 )
 
-// proc is a command started by a test, stopped at cleanup.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// start runs a built command in dir; cleanup kills it if still running.
-func start(t *testing.T, dir, name string, args ...string) *proc {
+// start runs one of decree's built commands in dir in the background; it
+// is stopped at cleanup.
+func start(t *testing.T, dir, name string, args ...string) *testtool.Proc {
 	t.Helper()
-	p := &proc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin(t, name), args...)
-	p.cmd.Dir = dir
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "DECREE_CONTROLLER=")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			p.kill(syscall.SIGKILL)
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, p.out)
-		}
-	})
-	return p
-}
-
-func (p *proc) kill(sig syscall.Signal) {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(sig)
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(t *testing.T, d time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		t.Fatalf("%s did not exit within %s\n%s", p.name, d, p.out)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
-	}
-	return 0
+	cmd := exec.Command(bin(t, name), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "DECREE_CONTROLLER=")
+	return testtool.Start(t, name, cmd)
 }
 
 // startController starts decree-controller on the project and waits until
 // its socket accepts connections.
-func startController(t *testing.T, p *project, extra ...string) *proc {
+func startController(t *testing.T, p *project, extra ...string) *testtool.Proc {
 	t.Helper()
 	c := start(t, p.dir, "decree-controller", append([]string{"--project", p.dir}, extra...)...)
 	sock := p.path(".decree/decree.sock")
-	waitFor(t, "the controller's socket", 20*time.Second, func() bool {
+	testtool.WaitFor(t, 20*time.Second, "the controller's socket", func() bool {
 		select {
-		case <-c.done:
-			t.Fatalf("decree-controller exited early:\n%s", c.out)
+		case <-c.Done():
+			t.Fatalf("decree-controller exited early:\n%s", c.Out)
 		default:
 		}
 		return socketLive(sock)
@@ -109,7 +41,7 @@ func startController(t *testing.T, p *project, extra ...string) *proc {
 	return c
 }
 
-func startWorker(t *testing.T, p *project, id string) *proc {
+func startWorker(t *testing.T, p *project, id string) *testtool.Proc {
 	t.Helper()
 	return start(t, p.dir, "decree-worker", "--controller", "unix://"+p.path(".decree/decree.sock"), "--workspace", p.dir, "--id", id)
 }
@@ -242,19 +174,19 @@ func TestCrashControllerProcess(t *testing.T) {
 
 	c := startController(t, p)
 	startWorker(t, p, "crash-worker")
-	waitFor(t, "attempt 1 to start", 30*time.Second, func() bool { return p.exists(".decree/slow.pid") })
+	testtool.WaitFor(t, 30*time.Second, "attempt 1 to start", func() bool { return p.exists(".decree/slow.pid") })
 	bashPid, sleepPid := readPid(t, p, ".decree/slow.pid"), readPid(t, p, ".decree/sleep.pid")
-	c.kill(syscall.SIGKILL)
-	c.wait(t, 10*time.Second)
+	c.Signal(syscall.SIGKILL)
+	c.Wait(t, 10*time.Second)
 	if !alive(bashPid) {
 		t.Fatalf("the routine died with the controller; the test proves nothing")
 	}
 
 	startController(t, p)
-	waitFor(t, "the message to be done", 60*time.Second, func() bool {
+	testtool.WaitFor(t, 60*time.Second, "the message to be done", func() bool {
 		return p.exists(".decree/inbox/done/slow.md") && hasRunJSON(p)
 	})
-	waitFor(t, "the orphaned routine to be stopped", 30*time.Second, func() bool { return !alive(bashPid) && !alive(sleepPid) })
+	testtool.WaitFor(t, 30*time.Second, "the orphaned routine to be stopped", func() bool { return !alive(bashPid) && !alive(sleepPid) })
 	if p.exists("late.txt") {
 		t.Errorf("the orphaned attempt went on writing to the tree")
 	}
@@ -271,11 +203,11 @@ func TestCrashEmbedded(t *testing.T) {
 	p.routine("develop", "", slowRoutine)
 
 	ctl := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "slow", "-p", "slow work")
-	waitFor(t, "attempt 1 to start", 30*time.Second, func() bool { return p.exists(".decree/slow.pid") })
+	testtool.WaitFor(t, 30*time.Second, "attempt 1 to start", func() bool { return p.exists(".decree/slow.pid") })
 	bashPid, _ := readPid(t, p, ".decree/slow.pid"), readPid(t, p, ".decree/sleep.pid")
-	ctl.kill(syscall.SIGKILL)
-	ctl.wait(t, 10*time.Second)
-	waitFor(t, "the routine to die with decreectl", 10*time.Second, func() bool { return !alive(bashPid) })
+	ctl.Signal(syscall.SIGKILL)
+	ctl.Wait(t, 10*time.Second)
+	testtool.WaitFor(t, 10*time.Second, "the routine to die with decreectl", func() bool { return !alive(bashPid) })
 
 	r := p.ctl("", "process")
 	mustCode(t, r, 0)
@@ -310,7 +242,7 @@ func TestWaitsForCapableWorker(t *testing.T) {
 
 	done := make(chan result, 1)
 	go func() { done <- runCtl(t, binary, p.dir, "", "run", "-m", "g", "-p", "x", "-v", "routine=gpu-job") }()
-	waitFor(t, "the waiting warning in events.jsonl", 60*time.Second, func() bool {
+	testtool.WaitFor(t, 60*time.Second, "the waiting warning in events.jsonl", func() bool {
 		select {
 		case r := <-done:
 			t.Fatalf("decreectl run ended before a capable worker joined:\n%s", r)

@@ -9,19 +9,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/decreehq/decree/internal/testtool"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/auth/authtest"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
@@ -95,56 +93,14 @@ func (e *env) newProject(name string) string {
 	return p
 }
 
-// proc is a started binary whose output is collected.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// start runs a binary in the background, stopping it with SIGTERM at the
-// end of the test. stdout, when not nil, receives its standard output.
-func (e *env) start(name string, stdout io.Writer, args ...string) *proc {
+// start runs a binary in the background; it is stopped at cleanup. stdout,
+// when not nil, receives its standard output.
+func (e *env) start(name string, stdout io.Writer, args ...string) *testtool.Proc {
 	e.t.Helper()
 	cmd := exec.Command(filepath.Join(e.bin, name), args...)
 	cmd.Env = cleanEnv()
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = stdout, p.stderr
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-p.done
-		}
-		if e.t.Failed() {
-			e.t.Logf("%s stderr:\n%s", name, p.stderr.String())
-		}
-	})
-	return p
+	cmd.Stdout = stdout
+	return testtool.Start(e.t, name, cmd)
 }
 
 // cleanEnv is the test's environment without DECREE_* variables, so a
@@ -161,7 +117,7 @@ func cleanEnv() []string {
 
 // startController starts decree-controller with args after --project and
 // returns the TCP address it prints.
-func (e *env) startController(project string, args ...string) (string, *proc) {
+func (e *env) startController(project string, args ...string) (string, *testtool.Proc) {
 	e.t.Helper()
 	pr, pw := io.Pipe()
 	p := e.start("decree-controller", pw, append([]string{"--project", project}, args...)...)
@@ -174,14 +130,14 @@ func (e *env) startController(project string, args ...string) (string, *proc) {
 			}
 		}
 	}()
-	go func() { <-p.done; pw.Close() }()
+	go func() { <-p.Done(); pw.Close() }()
 	select {
 	case a := <-addrs:
 		return a, p
-	case <-p.done:
-		e.t.Fatalf("decree-controller exited before listening: %v\n%s", p.err, p.stderr.String())
+	case <-p.Done():
+		e.t.Fatalf("decree-controller exited before listening: %v\n%s", p.Err(), p.Out)
 	case <-time.After(30 * time.Second):
-		e.t.Fatalf("decree-controller printed no TCP address within 30s\n%s", p.stderr.String())
+		e.t.Fatalf("decree-controller printed no TCP address within 30s\n%s", p.Out)
 	}
 	return "", nil
 }
@@ -326,12 +282,12 @@ func TestRemoteRefusals(t *testing.T) {
 	w := e.start("decree-worker", nil, "--controller", addr, "--tls-ca", e.caFile, "--token-file", e.clientTF,
 		"--workspace", e.project, "--id", "impostor")
 	select {
-	case <-w.done:
-		if w.err == nil || !strings.Contains(w.stderr.String(), "this is a client token") {
-			t.Errorf("worker with the client token: %v, stderr %q; want an error exit naming the client token", w.err, w.stderr.String())
+	case <-w.Done():
+		if w.Err() == nil || !strings.Contains(w.Out.String(), "this is a client token") {
+			t.Errorf("worker with the client token: %v, output %q; want an error exit naming the client token", w.Err(), w.Out)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("a worker with the client token is still running:\n%s", w.stderr.String())
+		t.Fatalf("a worker with the client token is still running:\n%s", w.Out)
 	}
 }
 

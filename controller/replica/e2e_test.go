@@ -22,64 +22,10 @@ import (
 // processes, each worker with its own workspace directory (a replica), all
 // talking over the controller's unix socket.
 
-// proc is a started process with its output kept in a file.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  string
-	done chan struct{}
-}
-
-func start(t *testing.T, dir, name string, args ...string) *proc {
+// start runs args in the background; it is stopped at cleanup.
+func start(t *testing.T, name string, args ...string) *testtool.Proc {
 	t.Helper()
-	out := filepath.Join(dir, name+".log")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { cmd.Wait(); f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			p.kill(syscall.SIGKILL)
-			<-p.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(out)
-			t.Logf("--- %s output ---\n%s", name, tail(string(b), 60))
-		}
-	})
-	return p
-}
-
-func (p *proc) kill(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return testtool.Start(t, name, exec.Command(args[0], args[1:]...))
 }
 
 const spawnRoutine = `#!/usr/bin/env bash
@@ -281,17 +227,17 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 		}
 	}
 	const ttl = 2 * time.Second
-	start(t, dir, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
+	start(t, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
 	sock := filepath.Join(p, ".decree", "decree.sock")
-	waitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
-	workers := map[string]*proc{
-		"w1": start(t, dir, "worker1", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+sock, "--workspace", w1, "--id", "w1"),
-		"w2": start(t, dir, "worker2", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+sock, "--workspace", w2, "--id", "w2"),
+	testtool.WaitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	workers := map[string]*testtool.Proc{
+		"w1": start(t, "worker1", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+sock, "--workspace", w1, "--id", "w1"),
+		"w2": start(t, "worker2", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+sock, "--workspace", w2, "--id", "w2"),
 	}
 
 	t.Run("chain with follow-ups", func(t *testing.T) {
 		dropMessage(t, p, "task", "---\nroutine: spawn\ninput_file: .decree/migrations/one.spec.md\n---\nfirst\n")
-		waitFor(t, 60*time.Second, "three messages done", func() bool { return doneCount(p) == 3 && inboxEmpty(p) })
+		testtool.WaitFor(t, 60*time.Second, "three messages done", func() bool { return doneCount(p) == 3 && inboxEmpty(p) })
 		lines := strings.Fields(read(t, filepath.Join(p, "log.txt")))
 		if len(lines) != 3 || !strings.HasSuffix(lines[0], "-0") || !strings.HasSuffix(lines[1], "-1") || !strings.HasSuffix(lines[2], "-2") {
 			t.Errorf("log.txt = %q, want the chain's three ids in order", lines)
@@ -345,7 +291,7 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 
 	t.Run("revert happens on the controller and replicas follow", func(t *testing.T) {
 		dropMessage(t, p, "doomed", "---\nroutine: fail\n---\nfail\n")
-		waitFor(t, 60*time.Second, "the failing message dead-lettered", func() bool {
+		testtool.WaitFor(t, 60*time.Second, "the failing message dead-lettered", func() bool {
 			ents, _ := os.ReadDir(filepath.Join(p, ".decree", "inbox", "dead"))
 			return len(ents) > 0 && inboxEmpty(p)
 		})
@@ -357,9 +303,9 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 			t.Fatalf("runs of fail: %+v, want three attempts", runs)
 		}
 		dropMessage(t, p, "check1", "---\nroutine: check\n---\ncheck\n")
-		waitFor(t, 60*time.Second, "the first check done", func() bool { return doneCount(p) == 4 && inboxEmpty(p) })
+		testtool.WaitFor(t, 60*time.Second, "the first check done", func() bool { return doneCount(p) == 4 && inboxEmpty(p) })
 		dropMessage(t, p, "check2", "---\nroutine: check\n---\ncheck\n")
-		waitFor(t, 60*time.Second, "the second check done", func() bool { return doneCount(p) == 5 && inboxEmpty(p) })
+		testtool.WaitFor(t, 60*time.Second, "the second check done", func() bool { return doneCount(p) == 5 && inboxEmpty(p) })
 		for _, r := range runsOf(t, p, "check") {
 			for _, a := range r.Attempts {
 				if a.ExitCode != 0 {
@@ -379,7 +325,7 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 	t.Run("kill -9 fails over within the TTL", func(t *testing.T) {
 		dropMessage(t, p, "slow", "---\nroutine: slow\n---\nslow work\n")
 		var victim, marker string
-		waitFor(t, 60*time.Second, "the slow routine to start on a worker", func() bool {
+		testtool.WaitFor(t, 60*time.Second, "the slow routine to start on a worker", func() bool {
 			for id, ws := range map[string]string{"w1": w1, "w2": w2} {
 				if _, err := os.Stat(filepath.Join(ws, "started-marker")); err == nil {
 					victim, marker = id, filepath.Join(ws, "started-marker")
@@ -390,9 +336,9 @@ func TestEndToEndReplicaWorkers(t *testing.T) {
 		})
 		t.Cleanup(func() { killGroupOf(marker) }) // the orphaned routine
 		killed := time.Now()
-		workers[victim].kill(syscall.SIGKILL)
-		<-workers[victim].done
-		waitFor(t, 60*time.Second, "the slow message done", func() bool { return doneCount(p) == 6 && inboxEmpty(p) })
+		workers[victim].Signal(syscall.SIGKILL)
+		<-workers[victim].Done()
+		testtool.WaitFor(t, 60*time.Second, "the slow message done", func() bool { return doneCount(p) == 6 && inboxEmpty(p) })
 		runs := runsOf(t, p, "slow")
 		if len(runs) != 1 || len(runs[0].Attempts) != 2 {
 			t.Fatalf("runs of slow: %+v, want one run with two attempts", runs)
@@ -496,18 +442,18 @@ func TestEndToEndDroppedConnectionTakesLeasePath(t *testing.T) {
 			if err := os.Mkdir(w, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			start(t, dir, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
+			start(t, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", ttl.String())
 			sock := filepath.Join(p, ".decree", "decree.sock")
-			waitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
+			testtool.WaitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
 			px := newProxy(t, filepath.Join(dir, "proxy.sock"), sock)
-			start(t, dir, "worker", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+filepath.Join(dir, "proxy.sock"), "--workspace", w, "--id", "wp")
+			start(t, "worker", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+filepath.Join(dir, "proxy.sock"), "--workspace", w, "--id", "wp")
 
 			dropMessage(t, p, "pause", "---\nroutine: pause\n---\npause\n")
 			marker := filepath.Join(w, "paused-marker")
-			waitFor(t, 60*time.Second, "the routine to start", func() bool { _, err := os.Stat(marker); return err == nil })
+			testtool.WaitFor(t, 60*time.Second, "the routine to start", func() bool { _, err := os.Stat(marker); return err == nil })
 			t.Cleanup(func() { killGroupOf(marker) })
 			px.cut(tt.outage)
-			waitFor(t, 60*time.Second, "the message done", func() bool { return doneCount(p) == 1 && inboxEmpty(p) })
+			testtool.WaitFor(t, 60*time.Second, "the message done", func() bool { return doneCount(p) == 1 && inboxEmpty(p) })
 
 			runs := runsOf(t, p, "pause")
 			if len(runs) != 1 {
