@@ -9,26 +9,23 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/driver/notebook"
+	"github.com/decreehq/decree/pkg/driver/plugin"
 	"github.com/decreehq/decree/pkg/driver/shell"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // BuiltinDrivers are the drivers linked into the worker: shell and notebook.
 func BuiltinDrivers() driver.Set {
 	return driver.Set{shell.Name: shell.New(), notebook.Name: notebook.New()}
-}
-
-// driverExtensions are the routine suffixes of the drivers decree knows.
-var driverExtensions = map[string][]string{
-	"shell":    {".sh"},
-	"notebook": {".ipynb"},
-	"tree":     {".tree.json", ".tree.csv"},
 }
 
 // DriverInfos describes a driver set for RegisterWorker, sorted by name.
@@ -40,7 +37,7 @@ func DriverInfos(s driver.Set) []*decreev1.DriverInfo {
 	sort.Strings(names)
 	out := make([]*decreev1.DriverInfo, 0, len(names))
 	for _, n := range names {
-		out = append(out, &decreev1.DriverInfo{Name: n, Extensions: driverExtensions[n]})
+		out = append(out, &decreev1.DriverInfo{Name: n, Extensions: routine.DriverExtensions(n)})
 	}
 	return out
 }
@@ -53,20 +50,19 @@ func driverName(r *decreev1.RoutineRef) string {
 	if d := r.GetDriver(); d != "" {
 		return d
 	}
-	switch r.GetFormat() {
-	case decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL:
-		return "shell"
-	case decreev1.RoutineFormat_ROUTINE_FORMAT_NOTEBOOK:
-		return "notebook"
-	case decreev1.RoutineFormat_ROUTINE_FORMAT_TREE:
-		return "tree"
+	if r.GetFormat() == decreev1.RoutineFormat_ROUTINE_FORMAT_UNSPECIFIED {
+		return ""
 	}
-	return ""
+	f := routine.Format(strings.ToLower(strings.TrimPrefix(r.GetFormat().String(), "ROUTINE_FORMAT_")))
+	if _, ok := f.Info(); !ok {
+		return ""
+	}
+	return f.Driver()
 }
 
 // runRoutine runs a routine or hook with its pkg/driver driver, stopping it
 // (process group, grace period) when ctx ends.
-func runRoutine(ctx context.Context, o ExecOptions, plugins *plugins, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
+func runRoutine(ctx context.Context, o ExecOptions, plugins *plugin.Pool, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
 	r := a.GetRoutine()
 	if r == nil {
 		return nil, fmt.Errorf("assignment for %s names no routine; the controller must send one", a.GetMessageId())
@@ -80,7 +76,7 @@ func runRoutine(ctx context.Context, o ExecOptions, plugins *plugins, a *decreev
 		d = builtin
 	} else {
 		var err error
-		if d, err = plugins.get(ctx, name); err != nil {
+		if d, err = plugins.Get(ctx, name); err != nil {
 			return nil, fmt.Errorf("routine %s: %w", r.GetName(), err)
 		}
 	}
@@ -118,20 +114,24 @@ func runRoutine(ctx context.Context, o ExecOptions, plugins *plugins, a *decreev
 		for range h.Events() { // output goes to out; only the exit event comes here
 		}
 	}()
+	res := waitStopping(ctx, h, o.Grace)
+	return &Result{Status: exitStatus(res)}, nil
+}
+
+// waitStopping waits for h, stopping it (grace, then kill) when ctx ends
+// first.
+func waitStopping(ctx context.Context, h driver.Handle, grace time.Duration) driver.ExitResult {
 	finished := make(chan struct{})
 	defer close(finished)
 	go func() {
 		select {
 		case <-ctx.Done():
-			_ = h.Stop(o.Grace)
+			_ = h.Stop(grace)
 		case <-finished:
 		}
 	}()
-	res, err := h.Wait(context.WithoutCancel(ctx))
-	if err != nil {
-		return nil, err
-	}
-	return &Result{Status: exitStatus(res)}, nil
+	res, _ := h.Wait(context.Background()) // cannot fail without a deadline
+	return res
 }
 
 // exitStatus maps a driver result to the wire. Error stays empty for a

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/pkg/driver"
+	"github.com/decreehq/decree/pkg/driver/plugin"
+	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -59,22 +61,27 @@ func NewDefaultExecutor(o ExecOptions) Executor {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &defaultExecutor{o: o, plugins: discoverPlugins(o.PluginDirs, o.Drivers, o.Logger)}
+	builtin := func(name string) bool { _, ok := o.Drivers[name]; return ok }
+	return &defaultExecutor{o: o, plugins: plugin.NewPool(o.PluginDirs, builtin, o.Logger)}
 }
 
 type defaultExecutor struct {
 	o       ExecOptions
-	plugins *plugins
+	plugins *plugin.Pool
 }
 
 // Drivers describes the executor's drivers, built-in and plugins; Run
 // advertises them when Options.Drivers is nil.
 func (e *defaultExecutor) Drivers() []*decreev1.DriverInfo {
-	return append(DriverInfos(e.o.Drivers), e.plugins.infos()...)
+	infos := DriverInfos(e.o.Drivers)
+	for _, n := range e.plugins.Names() {
+		infos = append(infos, &decreev1.DriverInfo{Name: n, Extensions: routine.DriverExtensions(n)})
+	}
+	return infos
 }
 
 // Close stops the plugin drivers the executor launched.
-func (e *defaultExecutor) Close() { e.plugins.close() }
+func (e *defaultExecutor) Close() { e.plugins.Close() }
 
 func (e *defaultExecutor) Execute(ctx context.Context, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
 	switch a.GetKind() {

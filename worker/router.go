@@ -5,11 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/exec"
+
+	"github.com/decreehq/decree/pkg/driver/proc"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
-// runRouter runs Assignment.command with `bash -c` in the workspace, feeding
+// runRouter runs Assignment.command with `bash -c` in the workspace through
+// pkg/driver/proc (the same process handling as every routine), feeding
 // Assignment.stdin; stdout is the answer (at most o.RouterOutputLimit
 // bytes), stderr goes to the log.
 func runRouter(ctx context.Context, o ExecOptions, a *decreev1.Assignment, ws string, out io.Writer) (*Result, error) {
@@ -21,16 +25,29 @@ func runRouter(ctx context.Context, o ExecOptions, a *decreev1.Assignment, ws st
 		return nil, err
 	}
 	answer := &limitedBuffer{limit: o.RouterOutputLimit}
-	st := runProcess(ctx, procSpec{
-		Args:    []string{"bash", "-c", a.GetCommand()},
+	stdin := a.GetStdin()
+	if stdin == nil {
+		stdin = []byte{}
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, fmt.Errorf("router of %s: bash is needed to run the router command but was not found: %w", a.GetMessageId(), err)
+	}
+	h, err := proc.Start(proc.Spec{
+		Path:    bash,
+		Args:    []string{"-c", a.GetCommand()},
 		Dir:     ws,
 		Env:     env,
-		Stdin:   bytes.NewReader(a.GetStdin()),
-		Stdout:  answer,
+		Stdin:   stdin,
+		Output:  answer,
 		Stderr:  out,
 		Timeout: timeoutOf(a),
 		Grace:   o.Grace,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("router of %s: %w", a.GetMessageId(), err)
+	}
+	st := exitStatus(waitStopping(ctx, h, o.Grace))
 	if answer.over {
 		if st.ExitCode == 0 {
 			st.ExitCode = 1

@@ -17,11 +17,15 @@
 // naming its lease in a heartbeat answer; the routine's process group is
 // then stopped with a grace period.
 //
-// Execution. The default executor (NewDefaultExecutor) runs routines and
-// hooks with the pkg/driver driver named by RoutineRef.driver (built in:
-// shell and notebook; others are refused with advice until plugins are
-// hosted), and router calls as `bash -c COMMAND` with the assignment's stdin,
-// its stdout being the answer (at most 1 MiB) and its stderr the log.
+// Execution. Everything the worker runs goes through pkg/driver, so there
+// is one way a worker starts and stops a process (pkg/driver/proc). The
+// default executor (NewDefaultExecutor) runs routines and hooks with the
+// driver their RoutineRef names: shell and notebook are built in; any
+// other name is a driver plugin (decree-driver-NAME beside the worker
+// binary, on PATH or in .decree/drivers/, found and launched by
+// plugin.Pool). Router calls run as `bash -c COMMAND` through
+// pkg/driver/proc too, with the assignment's stdin; their stdout is the
+// answer (at most 1 MiB) and their stderr the log.
 //
 // Identity. Without Options.WorkerID the worker uses "<hostname>-<8 hex>",
 // created once and kept in <workspace>/.decree/worker-id so a restarted
@@ -40,7 +44,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/decreehq/decree/pkg/driver/plugin"
 	"io"
 	"log/slog"
 	"os"
@@ -54,6 +57,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/decreehq/decree/pkg/driver/plugin"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	wbackoff "github.com/decreehq/decree/worker/backoff"
 	"github.com/decreehq/decree/worker/replica"

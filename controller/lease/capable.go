@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Unmatched explains why no connected worker satisfies req ("" when one
@@ -17,7 +16,7 @@ import (
 func (m *Manager) Unmatched(req Requirements) (why string, connected bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := time.Now()
+	now := m.clock.Now()
 	var live []*session
 	for _, id := range slices.Sorted(maps.Keys(m.sessions)) {
 		if s := m.sessions[id]; s.streaming && now.Sub(s.lastSeen) <= m.opts.LeaseTTL {
@@ -63,7 +62,7 @@ func (m *Manager) WaitConnected(ctx context.Context) error {
 			m.mu.Unlock()
 			return ErrClosed
 		}
-		now := time.Now()
+		now := m.clock.Now()
 		for _, s := range m.sessions {
 			if s.streaming && now.Sub(s.lastSeen) <= m.opts.LeaseTTL {
 				m.mu.Unlock()

@@ -90,7 +90,7 @@ func (m *Manager) assignLocked() {
 	if m.closed {
 		return
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	kept := m.pending[:0]
 	for _, l := range m.pending {
 		s := m.pickLocked(l.req, now)
@@ -101,7 +101,7 @@ func (m *Manager) assignLocked() {
 		l.state = stateActive
 		l.sess = s
 		l.expires = now.Add(m.opts.LeaseTTL)
-		l.timer = time.AfterFunc(m.opts.LeaseTTL, func() { m.expire(l) })
+		l.timer = m.clock.AfterFunc(m.opts.LeaseTTL, func() { m.expire(l) })
 		s.current = l
 		s.lastGiven = now
 		s.outbox = append(s.outbox, l)
@@ -149,7 +149,7 @@ func (m *Manager) expire(l *lease) {
 	if l.state != stateActive {
 		return
 	}
-	if left := time.Until(l.expires); left > 0 {
+	if left := l.expires.Sub(m.clock.Now()); left > 0 {
 		l.timer.Reset(left)
 		return
 	}
@@ -211,7 +211,7 @@ func (m *Manager) Workers() []*decreev1.WorkerInfo {
 			Labels:    maps.Clone(s.req.GetLabels()),
 			Workspace: s.req.GetWorkspace(),
 			Hostname:  s.req.GetHostname(),
-			Connected: s.streaming && time.Since(s.lastSeen) <= m.opts.LeaseTTL,
+			Connected: s.streaming && m.clock.Now().Sub(s.lastSeen) <= m.opts.LeaseTTL,
 			InPlace:   s.inPlace,
 		}
 		w.LastHeartbeat = timestampProto(s.lastSeen)

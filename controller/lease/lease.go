@@ -60,6 +60,8 @@ type Options struct {
 	Logs *logbook.Book
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Clock is the time source; nil means the wall clock.
+	Clock Clock
 }
 
 // Requirements say which workers may take an assignment.
@@ -100,8 +102,9 @@ type Result struct {
 
 // Manager owns sessions and leases. It is safe for concurrent use.
 type Manager struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	clock Clock
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -142,7 +145,7 @@ type lease struct {
 	sess     *session
 	state    leaseState
 	expires  time.Time
-	timer    *time.Timer
+	timer    Timer
 	stop     bool // the controller asked the worker to stop
 	done     chan struct{}
 	result   Result
@@ -166,7 +169,11 @@ func New(opts Options) (*Manager, error) {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: l, sessions: map[string]*session{}, leases: map[string]*lease{}, closing: make(chan struct{}), streamed: make(chan struct{})}, nil
+	clock := opts.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	return &Manager{opts: opts, log: l, clock: clock, sessions: map[string]*session{}, leases: map[string]*lease{}, closing: make(chan struct{}), streamed: make(chan struct{})}, nil
 }
 
 // LeaseTTL is the configured lease lifetime.
@@ -218,7 +225,7 @@ func (m *Manager) Register(req *decreev1.RegisterWorkerRequest) (*decreev1.Regis
 		id:       newToken(),
 		req:      req,
 		inPlace:  req.GetWorkspaceInstanceId() != "" && req.GetWorkspaceInstanceId() == m.opts.InstanceID,
-		lastSeen: time.Now(),
+		lastSeen: m.clock.Now(),
 		changed:  make(chan struct{}),
 	}
 	for id, old := range m.sessions {

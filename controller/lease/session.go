@@ -29,7 +29,7 @@ func (m *Manager) Stream(ctx context.Context, sessionID string, send func(*decre
 	s.streamGen++
 	gen := s.streamGen
 	s.streaming = true
-	s.lastSeen = time.Now()
+	s.lastSeen = m.clock.Now()
 	broadcast(&s.changed)
 	broadcast(&m.streamed)
 	m.assignLocked()
@@ -95,7 +95,7 @@ func (m *Manager) Heartbeat(sessionID string, tokens []string) ([]string, error)
 	if s == nil {
 		return nil, fmt.Errorf("%w %q; register again", ErrUnknownSession, sessionID)
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	s.lastSeen = now
 	var stop []string
 	listed := map[string]bool{}

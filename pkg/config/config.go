@@ -127,17 +127,15 @@ func Parse(path string, data []byte) (*Config, []Warning, error) {
 }
 
 // RoutineSettingsFor returns the registry entry of a project routine
-// (shared=false) or a shared one; the zero value when it has none. A name
-// with a routine file extension (develop.sh) finds the entry of its stem.
+// (shared=false) or a shared one; the zero value when it has none. name is
+// the routine's name (routine.Routine.Name, the file's stem: "develop" for
+// develop.sh); registry keys are stems.
 func (c *Config) RoutineSettingsFor(name string, shared bool) RoutineSettings {
 	reg := c.Routines
 	if shared {
 		reg = c.SharedRoutines
 	}
-	if s, ok := reg[name]; ok {
-		return s
-	}
-	return reg[routineStem(name)]
+	return reg[name]
 }
 
 // AttemptsFor returns the total number of attempts for a routine: its own
@@ -189,16 +187,6 @@ func localZone() *time.Location {
 		}
 	}
 	return time.Local
-}
-
-// routineStem strips a routine file extension.
-func routineStem(name string) string {
-	for _, ext := range []string{".tree.csv", ".tree.json", ".ipynb", ".sh"} {
-		if strings.HasSuffix(name, ext) {
-			return strings.TrimSuffix(name, ext)
-		}
-	}
-	return name
 }
 
 // expandHome replaces a leading "~" with the user's home directory.

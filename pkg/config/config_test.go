@@ -262,7 +262,7 @@ shared_routines:
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := map[string]int{"gmail-sync": 5, "gmail-sync.sh": 5, "plain": 4, "deploy": 2, "deploy.ipynb": 2, "unknown": 4}
+	tests := map[string]int{"gmail-sync": 5, "plain": 4, "deploy": 2, "unknown": 4}
 	for r, want := range tests {
 		if got := c.AttemptsFor(r); got != want {
 			t.Errorf("AttemptsFor(%q) = %d, want %d", r, got, want)
@@ -284,8 +284,8 @@ func TestRoutineSettingsFor(t *testing.T) {
 	if s := c.RoutineSettingsFor("a", true); s.TimeoutS != 0 || !s.IsEnabled(false) {
 		t.Errorf("shared a = %+v", s)
 	}
-	if s := c.RoutineSettingsFor("b.tree.csv", true); s.Enabled == nil || *s.Enabled {
-		t.Errorf("shared b.tree.csv = %+v", s)
+	if s := c.RoutineSettingsFor("b", true); s.Enabled == nil || *s.Enabled {
+		t.Errorf("shared b = %+v", s)
 	}
 	if s := c.RoutineSettingsFor("missing", false); !reflect.DeepEqual(s, RoutineSettings{}) || s.IsEnabled(false) {
 		t.Errorf("missing = %+v", s)

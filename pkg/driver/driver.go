@@ -207,15 +207,3 @@ func Run(ctx context.Context, d Driver, cfg TaskConfig, w io.Writer) (ExitResult
 
 // Set maps driver names to drivers.
 type Set map[string]Driver
-
-// Get returns the named driver or an error saying which drivers exist.
-func (s Set) Get(name string) (Driver, error) {
-	if d, ok := s[name]; ok {
-		return d, nil
-	}
-	names := make([]string, 0, len(s))
-	for n := range s {
-		names = append(names, n)
-	}
-	return nil, fmt.Errorf("no driver named %q (available: %v); install decree-driver-%s beside the worker, on PATH or in .decree/drivers/", name, names, name)
-}

@@ -25,36 +25,8 @@ type Library struct {
 	NotebookSupport bool
 }
 
-// suffix maps a file-name ending to its format. Longest endings first so
-// ".tree.json" is not mistaken for something else.
-var suffixes = []struct {
-	ext    string
-	format Format
-}{
-	{".tree.json", FormatTree},
-	{".tree.csv", FormatTree},
-	{".ipynb", FormatNotebook},
-	{".sh", FormatShell},
-}
-
-// splitExt returns the stem and format of a file name with a known routine
-// extension, or ok=false.
-func splitExt(name string) (stem string, ext string, f Format, ok bool) {
-	for _, s := range suffixes {
-		if strings.HasSuffix(name, s.ext) && len(name) > len(s.ext) {
-			return strings.TrimSuffix(name, s.ext), s.ext, s.format, true
-		}
-	}
-	return "", "", "", false
-}
-
 // order returns the extensions tried for a bare name, most preferred first.
-func (l Library) order() []string {
-	if l.NotebookSupport {
-		return []string{".ipynb", ".sh", ".tree.json", ".tree.csv"}
-	}
-	return []string{".sh", ".tree.json", ".tree.csv"}
-}
+func (l Library) order() []string { return extensionOrder(l.NotebookSupport) }
 
 // dirs returns the directories searched, project first.
 func (l Library) dirs() []struct {
@@ -83,7 +55,7 @@ func (l Library) Resolve(name string) (Routine, error) {
 		return Routine{}, err
 	}
 	var looked []string
-	if stem, _, format, ok := splitExt(name); ok {
+	if stem, _, format, ok := SplitExt(name); ok {
 		if format == FormatNotebook && !l.NotebookSupport {
 			return Routine{}, &NotFoundError{
 				Name:   name,
@@ -111,17 +83,21 @@ func (l Library) Resolve(name string) (Routine, error) {
 				return Routine{}, err
 			}
 			if ok {
-				_, _, format, _ := splitExt(name + ext)
+				_, _, format, _ := SplitExt(name + ext)
 				return Routine{Name: name, Path: abs(p), Format: format, Shared: d.shared}, nil
 			}
 		}
 	}
 	nf := &NotFoundError{Name: name, Looked: looked}
 	if !l.NotebookSupport {
+		nb, _ := FormatNotebook.Info()
+	hint:
 		for _, d := range l.dirs() {
-			if ok, _ := isFile(filepath.Join(d.dir, name+".ipynb")); ok {
-				nf.Hint = fmt.Sprintf("%s.ipynb exists but notebook_support is false; set notebook_support: true in .decree/config.yml to use it", name)
-				break
+			for _, ext := range nb.Extensions {
+				if ok, _ := isFile(filepath.Join(d.dir, name+ext)); ok {
+					nf.Hint = fmt.Sprintf("%s%s exists but notebook_support is false; set notebook_support: true in .decree/config.yml to use it", name, ext)
+					break hint
+				}
 			}
 		}
 	}
@@ -181,7 +157,7 @@ func (l Library) listDir(dir string, shared bool) ([]Entry, error) {
 	byStem := map[string][]string{} // stem -> extensions present
 	for _, de := range ents {
 		name := de.Name()
-		stem, ext, format, ok := splitExt(name)
+		stem, ext, format, ok := SplitExt(name)
 		if !ok || strings.HasPrefix(name, ".") {
 			continue
 		}
@@ -201,7 +177,7 @@ func (l Library) listDir(dir string, shared bool) ([]Entry, error) {
 			if !contains(exts, ext) {
 				continue
 			}
-			_, _, format, _ := splitExt(stem + ext)
+			_, _, format, _ := SplitExt(stem + ext)
 			if !picked {
 				e.Routine = Routine{Name: stem, Path: abs(filepath.Join(dir, stem+ext)), Format: format, Shared: shared}
 				picked = true

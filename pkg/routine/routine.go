@@ -38,9 +38,6 @@ const (
 	FormatTree     Format = "tree"
 )
 
-// Driver returns the name of the driver that runs routines of this format.
-func (f Format) Driver() string { return string(f) }
-
 // StandardParams are the parameters every routine receives, in the order
 // papermill's -p flags list them (spec 07).
 var StandardParams = []string{"spec_file", "message_file", "message_id", "message_dir", "chain", "seq"}

@@ -70,7 +70,7 @@ func TestResolvePrecedence(t *testing.T) {
 			if !filepath.IsAbs(r.Path) {
 				t.Errorf("path %q is not absolute", r.Path)
 			}
-			stem, _, format, _ := splitExt(tt.want)
+			stem, _, format, _ := SplitExt(tt.want)
 			if r.Name != stem || r.Format != format {
 				t.Errorf("got name %q format %q, want %q %q", r.Name, r.Format, stem, format)
 			}

@@ -20,8 +20,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"syscall"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -85,8 +85,8 @@ func SearchDirs(projectRoot string) []string {
 	return dirs
 }
 
-// Find locates decree-driver-NAME in dirs ("$PATH" stands for a PATH
-// lookup). The name must be a plain name.
+// Find locates decree-driver-NAME in dirs ("$PATH" stands for every PATH
+// directory) by the rules of Discover. The name must be a plain name.
 func Find(name string, dirs []string) (string, error) {
 	if err := fsutil.CheckName("driver", name); err != nil {
 		return "", err
@@ -96,19 +96,17 @@ func Find(name string, dirs []string) (string, error) {
 	for _, d := range dirs {
 		if d == "$PATH" {
 			looked = append(looked, "PATH")
-			if p, err := exec.LookPath(bin); err == nil {
+		} else {
+			looked = append(looked, d)
+		}
+		for _, dir := range expandDirs([]string{d}) {
+			p := filepath.Join(dir, bin)
+			if isExecutable(p) {
 				return p, nil
 			}
-			continue
-		}
-		p := filepath.Join(d, bin)
-		looked = append(looked, d)
-		st, err := os.Stat(p)
-		if err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("check driver binary %s: %w", p, err)
+			if _, err := os.Stat(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				return "", fmt.Errorf("check driver binary %s: %w", p, err)
+			}
 		}
 	}
 	return "", fmt.Errorf("driver %q not found: no executable %s in %v; build or install it there", name, bin, looked)

@@ -45,6 +45,12 @@ type Spec struct {
 	Output io.Writer
 	// Tee, when set, also receives all output (for a log file).
 	Tee io.Writer
+	// Stdin is fed to the process; nil means /dev/null.
+	Stdin []byte
+	// Stderr, when set, receives the process's stderr through a pipe of
+	// its own, synchronously; Output, Tee and the events then carry only
+	// stdout. A router's answer is its stdout, its log its stderr.
+	Stderr io.Writer
 	// Finish, when set, may amend the result before the exit event is sent
 	// (a notebook driver checks its output notebook here).
 	Finish func(*driver.ExitResult)
@@ -64,7 +70,9 @@ type Handle struct {
 	timer    *time.Timer
 	result   driver.ExitResult
 	sinkErr  error
-	stopOnce sync.Mutex
+	// errSinkErr is written by copyStderr only, read after it finished.
+	errSinkErr error
+	stopOnce   sync.Mutex
 }
 
 var _ driver.Handle = (*Handle)(nil)
@@ -82,18 +90,28 @@ func Start(s Spec) (*Handle, error) {
 	// the throughput of the default 64 KiB). Best effort: the limit is
 	// /proc/sys/fs/pipe-max-size.
 	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, pipeSize)
-	devnull, err := os.Open(os.DevNull)
+	stdin, feed, err := openStdin(s.Stdin)
 	if err != nil {
 		pr.Close()
 		pw.Close()
-		return nil, fmt.Errorf("open %s for stdin: %w", os.DevNull, err)
+		return nil, err
 	}
 	cmd := exec.Command(s.Path, s.Args...)
 	cmd.Dir = s.Dir
 	cmd.Env = s.Env
-	cmd.Stdin = devnull
+	cmd.Stdin = stdin
 	cmd.Stdout = pw
 	cmd.Stderr = pw
+	var errR, errW *os.File
+	if s.Stderr != nil {
+		if errR, errW, err = os.Pipe(); err != nil {
+			pr.Close()
+			pw.Close()
+			stdin.Close()
+			return nil, fmt.Errorf("create error pipe: %w", err)
+		}
+		cmd.Stderr = errW
+	}
 	// Its own process group, so that Stop reaches grandchildren; and killed
 	// with the worker if the worker dies (kill -9, OOM): an orphaned
 	// routine would otherwise go on changing a tree whose attempt the
@@ -101,10 +119,25 @@ func Start(s Spec) (*Handle, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	pw.Close()
-	devnull.Close()
+	stdin.Close()
+	if errW != nil {
+		errW.Close()
+	}
 	if err != nil {
 		pr.Close()
+		if errR != nil {
+			errR.Close()
+		}
+		if feed != nil {
+			feed.Close()
+		}
 		return nil, fmt.Errorf("start %s: %w", s.Path, err)
+	}
+	if feed != nil {
+		go func() {
+			_, _ = feed.Write(s.Stdin) // EPIPE when the process does not read it all
+			feed.Close()
+		}()
 	}
 	h := &Handle{
 		spec:   s,
@@ -127,7 +160,13 @@ func Start(s Spec) (*Handle, error) {
 		})
 	}
 	readDone := make(chan struct{})
-	go h.read(pr, readDone)
+	if errR != nil {
+		errDone := make(chan struct{})
+		go h.copyStderr(errR, errDone)
+		go h.read(pr, readDone, errDone)
+	} else {
+		go h.read(pr, readDone, nil)
+	}
 	go h.supervise(pr, readDone)
 	return h, nil
 }
@@ -176,9 +215,12 @@ func (h *Handle) Stop(grace time.Duration) error {
 }
 
 // read copies the pipe to the sink or the event channel until EOF or until
-// its read deadline is forced.
-func (h *Handle) read(pr *os.File, readDone chan<- struct{}) {
+// its read deadline is forced; readDone closes once also) is closed.
+func (h *Handle) read(pr *os.File, readDone chan<- struct{}, also <-chan struct{}) {
 	defer close(readDone)
+	if also != nil {
+		defer func() { <-also }()
+	}
 	size := driver.ChunkSize
 	if h.spec.Output != nil {
 		size = sinkBuf // no per-chunk copies in sink mode: read big
@@ -188,6 +230,24 @@ func (h *Handle) read(pr *os.File, readDone chan<- struct{}) {
 		n, err := pr.Read(buf)
 		if n > 0 {
 			h.deliver(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// copyStderr copies a separate stderr pipe to Spec.Stderr.
+func (h *Handle) copyStderr(r *os.File, done chan<- struct{}) {
+	defer close(done)
+	defer r.Close()
+	buf := make([]byte, driver.ChunkSize)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && h.errSinkErr == nil {
+			if _, werr := h.spec.Stderr.Write(buf[:n]); werr != nil {
+				h.errSinkErr = fmt.Errorf("write routine error output: %w", werr)
+			}
 		}
 		if err != nil {
 			return
@@ -255,6 +315,23 @@ func (h *Handle) supervise(pr *os.File, readDone <-chan struct{}) {
 	close(h.done)
 }
 
+// openStdin returns the process's stdin: /dev/null, or the read end of a
+// pipe whose write end (feed) the caller fills with data.
+func openStdin(data []byte) (stdin, feed *os.File, err error) {
+	if data == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open %s for stdin: %w", os.DevNull, err)
+		}
+		return f, nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("create input pipe: %w", err)
+	}
+	return r, w, nil
+}
+
 func (h *Handle) makeResult(waitErr error) driver.ExitResult {
 	res := driver.ExitResult{Duration: time.Since(h.start), Stopped: h.stopped.Load()}
 	st := h.cmd.ProcessState
@@ -280,6 +357,9 @@ func (h *Handle) makeResult(waitErr error) driver.ExitResult {
 	}
 	if h.sinkErr != nil && res.Err == nil {
 		res.Err = h.sinkErr
+	}
+	if h.errSinkErr != nil && res.Err == nil {
+		res.Err = h.errSinkErr
 	}
 	return res
 }

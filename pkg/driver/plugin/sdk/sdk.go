@@ -25,7 +25,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -117,7 +116,7 @@ func (s *Server) Inspect(_ context.Context, req *decreev1.InspectRequest) (*decr
 // output and exit status. If the stream breaks, the routine is stopped.
 func (s *Server) Execute(req *decreev1.ExecuteRequest, stream decreev1.DriverService_ExecuteServer) error {
 	cfg := driver.TaskConfig{
-		Routine:        routineName(req.GetRoutinePath()),
+		Routine:        routine.Stem(filepath.Base(req.GetRoutinePath())),
 		Path:           req.GetRoutinePath(),
 		Workdir:        req.GetWorkdir(),
 		Params:         req.GetParams(),
@@ -242,15 +241,4 @@ func (s *Server) StopAll(grace time.Duration) {
 		go func() { defer wg.Done(); _ = h.Stop(grace) }()
 	}
 	wg.Wait()
-}
-
-// routineName derives a routine's name from its file name.
-func routineName(path string) string {
-	base := filepath.Base(path)
-	for _, ext := range []string{".tree.json", ".tree.csv", ".ipynb", ".sh"} {
-		if strings.HasSuffix(base, ext) {
-			return strings.TrimSuffix(base, ext)
-		}
-	}
-	return base
 }
