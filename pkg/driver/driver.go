@@ -27,11 +27,15 @@
 //
 // # Process lifetime
 //
-// Every routine runs in its own process group with stdin from /dev/null.
-// When the routine's main process exits, whatever it left running in its
-// group receives SIGTERM, then SIGKILL after the grace period: a routine's
-// processes do not outlive it (a process that deliberately detaches with
-// setsid escapes, and its output stops being read after the grace period).
+// Every routine runs under a per-attempt supervisor (pkg/supervisor, used
+// by pkg/driver/proc) in its own process group with stdin from /dev/null.
+// The supervisor owns the routine's whole process tree, including
+// descendants that left the group or session (setsid, a Jupyter kernel):
+// when the routine's main process exits, whatever it left running gets
+// SIGTERM, then SIGKILL after the grace period; Stop does the same to the
+// whole tree. The exit event and Wait come only after every process of the
+// tree is gone. With TaskConfig.Fence the tree is also killed when the
+// worker dies or stops renewing the attempt's lease.
 package driver
 
 import (
@@ -40,6 +44,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/decreehq/decree/pkg/supervisor"
 )
 
 // ChunkSize is the largest output chunk a driver delivers at once.
@@ -119,6 +125,10 @@ type TaskConfig struct {
 	// Logger receives notices (engine fallbacks and the like); nil
 	// discards them.
 	Logger *slog.Logger
+	// Fence ties the routine's processes to the worker's lease (see
+	// pkg/supervisor); nil means they end only by themselves, by Stop or
+	// when the worker dies.
+	Fence *supervisor.Fence
 }
 
 // Grace returns KillGrace or DefaultKillGrace.

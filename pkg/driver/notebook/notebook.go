@@ -28,10 +28,10 @@
 // so %%bash cells can use $chain, $seq and the rest as spec 06's follow-up
 // example does.
 //
-// Stopping: the nbconvert script kills the kernel's process group (the
-// kernel runs in a session of its own) when it is stopped or finishes.
-// papermill offers no such hook; its kernel exits when papermill does, but
-// processes a %%bash cell started in the background may survive it.
+// Stopping: the engine runs under the attempt's supervisor (pkg/supervisor),
+// which owns the kernel and everything its cells start although the kernel
+// runs in a session of its own: a timed-out or stopped notebook leaves no
+// process behind, background %%bash children included, with either engine.
 package notebook
 
 import (
@@ -148,7 +148,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 
 	outPath := filepath.Join(cfg.MessageDir, "output.ipynb")
 	logPath := filepath.Join(cfg.MessageDir, "papermill.log")
-	spec := proc.Spec{Dir: cfg.Workdir, Env: env, Timeout: cfg.Timeout, Grace: cfg.Grace(), Output: cfg.Output}
+	spec := proc.Spec{Dir: cfg.Workdir, Env: env, Timeout: cfg.Timeout, Grace: cfg.Grace(), Output: cfg.Output, Fence: cfg.Fence}
 	var cleanup []string
 	if papermill != "" {
 		spec.Path = papermill

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -353,5 +354,40 @@ func TestEnsureVenvAndFallback(t *testing.T) {
 		}
 	} else if !res.Success() {
 		t.Errorf("run with installed papermill failed: %+v\n%s", res, log)
+	}
+}
+
+// A timed-out notebook leaves nothing running: the kernel runs in a session
+// of its own and a %%bash cell's background child lives in that session,
+// out of reach of the engine's process group. A papermill stand-in (papermill
+// cannot be installed here) starts such a "kernel" with setsid and then
+// hangs; when the exit event arrives, the kernel's child must be gone.
+func TestTimedOutNotebookKillsKernelSession(t *testing.T) {
+	drivertest.RequireTool(t, "bash")
+	drivertest.RequireTool(t, "setsid")
+	venv := t.TempDir()
+	pidfile := filepath.Join(t.TempDir(), "kernel-child.pid")
+	os.MkdirAll(filepath.Join(venv, "bin"), 0o755)
+	script := "#!/bin/bash\nsetsid bash -c 'echo $$ > " + pidfile + "; while :; do sleep 0.02; done' &\nsleep 60\n"
+	if err := os.WriteFile(filepath.Join(venv, "bin", "papermill"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, msgDir, lib := project(t, "sleeper.ipynb")
+	r, _ := lib.Resolve("sleeper")
+	h, err := New().Start(context.Background(), driver.TaskConfig{
+		Routine: r.Name, Path: r.Path, Workdir: root, MessageDir: msgDir, Venv: venv,
+		Output: &bytes.Buffer{}, Timeout: 500 * time.Millisecond, KillGrace: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := drivertest.WaitPidFile(t, pidfile, 10*time.Second)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	res, err := h.Wait(context.Background())
+	if err != nil || !res.TimedOut {
+		t.Fatalf("result %+v, %v; want a timeout", res, err)
+	}
+	if drivertest.Alive(pid) {
+		t.Errorf("the kernel's child %d still runs after the exit event", pid)
 	}
 }

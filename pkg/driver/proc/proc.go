@@ -1,18 +1,18 @@
 // Package proc runs one routine process the way every decree driver needs:
-// in its own process group, stdin from /dev/null, stdout and stderr on one
-// pipe (so their order is kept), output delivered with bounded buffering,
-// a timeout that stops the whole group, and no process of the group left
-// running after the main process exits. It implements driver.Handle.
+// under a per-attempt supervisor (pkg/supervisor) that owns its whole
+// process tree, in its own process group, stdin from /dev/null, stdout and
+// stderr on one pipe (so their order is kept), output delivered with
+// bounded buffering, a timeout that stops the whole tree, and no process of
+// the tree left running after the main process exits. The exit event comes
+// only after every process of the tree is gone. It implements
+// driver.Handle.
 package proc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/decreehq/decree/pkg/driver"
+	"github.com/decreehq/decree/pkg/supervisor"
 )
 
 const (
@@ -54,30 +55,31 @@ type Spec struct {
 	// Finish, when set, may amend the result before the exit event is sent
 	// (a notebook driver checks its output notebook here).
 	Finish func(*driver.ExitResult)
+	// Fence ties the process tree to the worker's lease (see
+	// pkg/supervisor); nil means none.
+	Fence *supervisor.Fence
 }
 
 // Handle is a running process; it implements driver.Handle.
 type Handle struct {
-	spec     Spec
-	cmd      *exec.Cmd
-	pgid     int
-	start    time.Time
-	events   chan driver.Event
-	exited   chan struct{} // main process has exited (not yet reaped)
-	done     chan struct{} // result ready, events closed
-	timedOut atomic.Bool
-	stopped  atomic.Bool
-	timer    *time.Timer
-	result   driver.ExitResult
-	sinkErr  error
-	// errSinkErr is written by copyStderr only, read after it finished.
-	errSinkErr error
-	stopOnce   sync.Mutex
+	spec       Spec
+	sup        *supervisor.Process
+	pgid       int
+	start      time.Time
+	events     chan driver.Event
+	exited     chan struct{} // every process of the tree is gone
+	done       chan struct{} // result ready, events closed
+	timedOut   atomic.Bool
+	stopped    atomic.Bool
+	timer      *time.Timer
+	result     driver.ExitResult
+	sinkErr    error
+	errSinkErr error // written by copyStderr only, read after it finished
 }
 
 var _ driver.Handle = (*Handle)(nil)
 
-// Start launches the process described by s.
+// Start launches the process described by s under its own supervisor.
 func Start(s Spec) (*Handle, error) {
 	if s.Grace <= 0 {
 		s.Grace = driver.DefaultKillGrace
@@ -96,13 +98,8 @@ func Start(s Spec) (*Handle, error) {
 		pw.Close()
 		return nil, err
 	}
-	cmd := exec.Command(s.Path, s.Args...)
-	cmd.Dir = s.Dir
-	cmd.Env = s.Env
-	cmd.Stdin = stdin
-	cmd.Stdout = pw
-	cmd.Stderr = pw
-	var errR, errW *os.File
+	errW := pw
+	var errR *os.File
 	if s.Stderr != nil {
 		if errR, errW, err = os.Pipe(); err != nil {
 			pr.Close()
@@ -110,17 +107,15 @@ func Start(s Spec) (*Handle, error) {
 			stdin.Close()
 			return nil, fmt.Errorf("create error pipe: %w", err)
 		}
-		cmd.Stderr = errW
 	}
-	// Its own process group, so that Stop reaches grandchildren; and killed
-	// with the worker if the worker dies (kill -9, OOM): an orphaned
-	// routine would otherwise go on changing a tree whose attempt the
-	// controller already counts as failed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
+	sup, err := supervisor.Start(supervisor.Spec{
+		Path: s.Path, Args: s.Args, Dir: s.Dir, Env: s.Env,
+		Stdin: stdin, Stdout: pw, Stderr: errW,
+		Grace: s.Grace, Fence: s.Fence,
+	})
 	pw.Close()
 	stdin.Close()
-	if errW != nil {
+	if errR != nil {
 		errW.Close()
 	}
 	if err != nil {
@@ -141,8 +136,8 @@ func Start(s Spec) (*Handle, error) {
 	}
 	h := &Handle{
 		spec:   s,
-		cmd:    cmd,
-		pgid:   cmd.Process.Pid,
+		sup:    sup,
+		pgid:   sup.Pid(),
 		start:  time.Now(),
 		events: make(chan driver.Event, 8),
 		exited: make(chan struct{}),
@@ -191,26 +186,17 @@ func (h *Handle) Wait(ctx context.Context) (driver.ExitResult, error) {
 	}
 }
 
-// Stop implements driver.Handle: SIGTERM to the group, SIGKILL after grace,
-// return once the main process has exited.
+// Stop implements driver.Handle: SIGTERM to the whole tree, SIGKILL after
+// grace; it returns once every process of the tree is gone.
 func (h *Handle) Stop(grace time.Duration) error {
 	select {
 	case <-h.exited:
 		return nil
 	default:
 	}
-	h.stopOnce.Lock()
-	defer h.stopOnce.Unlock()
 	h.stopped.Store(true)
-	_ = unix.Kill(-h.pgid, unix.SIGTERM)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-h.exited:
-	case <-t.C:
-		_ = unix.Kill(-h.pgid, unix.SIGKILL)
-		<-h.exited
-	}
+	h.sup.Terminate(grace)
+	<-h.exited
 	return nil
 }
 
@@ -272,33 +258,17 @@ func (h *Handle) deliver(p []byte) {
 	h.events <- driver.Event{Kind: driver.EventOutput, Data: append([]byte(nil), p...)}
 }
 
-// supervise waits for the main process, cleans up its group, reaps it and
-// publishes the result.
+// supervise waits until the supervisor reports the tree gone, finishes
+// reading its output and publishes the result.
 func (h *Handle) supervise(pr *os.File, readDone <-chan struct{}) {
-	// Wait for exit without reaping, so the process group id stays taken
-	// (by the zombie) while we signal the group: it cannot be reused.
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, h.pgid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	ws, supErr := h.sup.Wait()
 	close(h.exited)
 	if h.timer != nil {
 		h.timer.Stop()
 	}
-	_ = unix.Kill(-h.pgid, unix.SIGTERM)
-	t := time.NewTimer(h.spec.Grace)
-	select {
-	case <-readDone:
-	case <-t.C:
-	}
-	t.Stop()
-	_ = unix.Kill(-h.pgid, unix.SIGKILL)
-	waitErr := h.cmd.Wait()
-	// A process that escaped the group may still hold the pipe: stop
-	// reading after a grace period rather than hang.
+	// Every writer of the pipe is gone, so the read ends at once; only a
+	// descriptor smuggled out of the tree (over a unix socket) could keep
+	// it open: stop reading after the grace period rather than hang.
 	select {
 	case <-readDone:
 	case <-time.After(h.spec.Grace):
@@ -306,7 +276,7 @@ func (h *Handle) supervise(pr *os.File, readDone <-chan struct{}) {
 		<-readDone
 	}
 	pr.Close()
-	h.result = h.makeResult(waitErr)
+	h.result = h.makeResult(ws, supErr)
 	if h.spec.Finish != nil {
 		h.spec.Finish(&h.result)
 	}
@@ -332,13 +302,12 @@ func openStdin(data []byte) (stdin, feed *os.File, err error) {
 	return r, w, nil
 }
 
-func (h *Handle) makeResult(waitErr error) driver.ExitResult {
+func (h *Handle) makeResult(ws syscall.WaitStatus, supErr error) driver.ExitResult {
 	res := driver.ExitResult{Duration: time.Since(h.start), Stopped: h.stopped.Load()}
-	st := h.cmd.ProcessState
-	ws, ok := st.Sys().(syscall.WaitStatus)
 	switch {
-	case !ok:
-		res.ExitCode, res.Err = -1, fmt.Errorf("wait for routine: %v", waitErr)
+	case supErr != nil:
+		res.ExitCode, res.Err = -1, supErr
+		res.Message = supErr.Error()
 	case ws.Signaled():
 		res.Signal = int(ws.Signal())
 		res.ExitCode = 128 + res.Signal

@@ -68,6 +68,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 		Timeout: cfg.Timeout,
 		Grace:   cfg.Grace(),
 		Output:  cfg.Output,
+		Fence:   cfg.Fence,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("routine %s: %w", cfg.Routine, err)

@@ -1,0 +1,297 @@
+package supervisor
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// request is the first line the worker sends: what to run.
+type request struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"` // argv, including argv[0]
+	Dir  string   `json:"dir"`
+	Env  []string `json:"env"`
+	// Grace is the SIGTERM -> SIGKILL delay for what the main process
+	// leaves behind when it exits on its own.
+	Grace time.Duration `json:"grace"`
+	// Deadline is the first lease deadline (CLOCK_MONOTONIC ns; 0: none).
+	Deadline int64 `json:"deadline"`
+}
+
+// command is one control line after the request.
+type command struct {
+	op  byte  // 'K' deadline, 'T' terminate with grace, 'X' kill, 0 EOF
+	arg int64 // deadline (K) or grace (T), nanoseconds
+}
+
+// serve is the supervisor's main function; it returns the exit code.
+func serve() int {
+	// The main process gets a parent-death signal, which Linux ties to the
+	// thread that forked it: keep this goroutine on one thread for good.
+	runtime.LockOSThread()
+	for _, fd := range []int{ctrlFD, reportFD, holdFD} {
+		unix.CloseOnExec(fd) // none of these may reach the routine
+	}
+	ctrl := os.NewFile(ctrlFD, "control")
+	report := os.NewFile(reportFD, "report")
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(report, "E make the attempt supervisor a child subreaper: %v\n", err)
+		return 1
+	}
+	in := bufio.NewReader(ctrl)
+	line, err := in.ReadBytes('\n')
+	var req request
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	if err != nil {
+		fmt.Fprintf(report, "E read the routine to run from the worker: %v\n", err)
+		return 1
+	}
+	children := make(chan os.Signal, 64)
+	signal.Notify(children, syscall.SIGCHLD)
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+
+	p, err := os.StartProcess(req.Path, req.Args, &os.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		fmt.Fprintf(report, "E start %s: %s\n", req.Path, oneLine(err.Error()))
+		return 1
+	}
+	// Only the routine's tree may hold the output pipes from now on.
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		for fd := 0; fd <= 2; fd++ {
+			_ = unix.Dup3(int(null.Fd()), fd, 0)
+		}
+		null.Close()
+	}
+	fmt.Fprintf(report, "S %d\n", p.Pid)
+
+	cmds := make(chan command, 16)
+	go readCommands(in, cmds)
+	s := &tree{self: os.Getpid(), main: p.Pid}
+	status := s.run(req, cmds, children, terms)
+	fmt.Fprintf(report, "R %d\n", uint32(status))
+	return 0
+}
+
+// readCommands parses control lines until end-of-file, which it reports
+// as a command with op 0.
+func readCommands(in *bufio.Reader, out chan<- command) {
+	for {
+		line, err := in.ReadString('\n')
+		if err != nil {
+			out <- command{}
+			return
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		c := command{op: line[0]}
+		if len(line) > 2 {
+			c.arg, _ = strconv.ParseInt(line[2:], 10, 64)
+		}
+		out <- c
+	}
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// tree is the supervised process tree.
+type tree struct {
+	self, main int
+	mainDone   bool
+	status     syscall.WaitStatus
+}
+
+// run supervises until the main process has exited and every descendant
+// is gone, and returns the main process's wait status.
+func (t *tree) run(req request, cmds <-chan command, children, terms <-chan os.Signal) syscall.WaitStatus {
+	deadline := newDeadline(req.Deadline)
+	defer deadline.stop()
+	var (
+		terminating bool
+		killAt      <-chan time.Time
+		poll        <-chan time.Time
+	)
+	ticker := time.NewTicker(10 * time.Millisecond)
+	defer ticker.Stop()
+	terminate := func(grace time.Duration) {
+		if !terminating {
+			terminating = true
+			t.signalAll(syscall.SIGTERM)
+		}
+		if killAt == nil || grace <= 0 {
+			killAt = time.After(max(grace, 0))
+		}
+		poll = ticker.C
+	}
+	for {
+		t.reap()
+		if t.mainDone && !terminating {
+			terminate(req.Grace)
+		}
+		if t.mainDone && terminating && len(t.descendants()) == 0 {
+			return t.status
+		}
+		select {
+		case <-children:
+		case <-poll:
+		case <-killAt:
+			return t.killAll()
+		case <-deadline.c:
+			return t.killAll() // the lease ran out: no grace
+		case <-terms:
+			return t.killAll()
+		case c := <-cmds:
+			switch c.op {
+			case 'K':
+				deadline.set(c.arg)
+			case 'T':
+				terminate(time.Duration(c.arg))
+			default: // 'X', or end-of-file: the worker is gone
+				return t.killAll()
+			}
+		}
+	}
+}
+
+// killAll kills every descendant until none is left, reaps the main
+// process and returns its status.
+func (t *tree) killAll() syscall.WaitStatus {
+	for {
+		t.reap()
+		ds := t.descendants()
+		if len(ds) == 0 && t.mainDone {
+			return t.status
+		}
+		for _, pid := range ds {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// signalAll sends sig to the routine's process group and to every
+// descendant (some may have left the group).
+func (t *tree) signalAll(sig syscall.Signal) {
+	_ = unix.Kill(-t.main, sig)
+	for _, pid := range t.descendants() {
+		_ = unix.Kill(pid, sig)
+	}
+}
+
+// reap collects every exited child (orphans are reparented here), noting
+// the main process's status.
+func (t *tree) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if pid == t.main {
+			t.mainDone, t.status = true, ws
+		}
+	}
+}
+
+// descendants lists the live (not zombie) processes whose parent chain
+// leads to the supervisor.
+func (t *tree) descendants() []int {
+	kids := map[int][]int{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, state, ok := procStat(pid)
+		if !ok || state == 'Z' || state == 'X' {
+			continue
+		}
+		kids[ppid] = append(kids[ppid], pid)
+	}
+	var out []int
+	queue := []int{t.self}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range kids[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// procStat reads the parent pid and state of pid from /proc/PID/stat.
+func procStat(pid int) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold anything
+	if i < 0 || i+2 >= len(s) {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0][0], err == nil
+}
+
+// deadline is the lease deadline as a timer.
+type deadline struct {
+	t *time.Timer
+	c <-chan time.Time
+}
+
+func newDeadline(mono int64) *deadline {
+	d := &deadline{}
+	d.set(mono)
+	return d
+}
+
+// set moves the deadline to mono (CLOCK_MONOTONIC ns); 0 removes it.
+func (d *deadline) set(mono int64) {
+	d.stop()
+	if mono == 0 {
+		d.t, d.c = nil, nil
+		return
+	}
+	d.t = time.NewTimer(time.Duration(mono - monoNow()))
+	d.c = d.t.C
+}
+
+func (d *deadline) stop() {
+	if d.t != nil {
+		d.t.Stop()
+	}
+}

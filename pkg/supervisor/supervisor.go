@@ -1,0 +1,78 @@
+// Package supervisor fences one attempt: every routine, hook and router
+// call runs under a small supervisor process of its own, which owns the
+// attempt's whole process tree and ends it for certain. An attempt is
+// over only when the supervisor says every process of it is gone.
+//
+// Why a separate process: a worker that is killed (SIGKILL, OOM) or
+// stopped (SIGSTOP, a hung host) cannot run its own watchdog, and the
+// parent-death signal reaches only a direct child, while a routine's
+// descendants may leave its process group and session (setsid; a Jupyter
+// kernel and its %%bash children do). So:
+//
+//   - The supervisor is the worker's own binary started again (Start runs
+//     /proc/self/exe; this package's init function recognises the
+//     environment variable and runs the supervisor instead of the
+//     program), so decreectl, decree-worker, driver plugins and test
+//     binaries all carry it without a separate executable.
+//   - It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER): every
+//     orphaned descendant, setsid or not, is reparented to it, so walking
+//     /proc for processes whose parent chain leads to it finds the whole
+//     tree.
+//   - It starts the routine in a process group of its own with the output
+//     descriptors passed straight through (no extra copy of the output),
+//     and it sits in its own process group too, so a signal to the
+//     worker's group (Ctrl-C in a terminal) reaches neither.
+//   - It kills every descendant (SIGKILL, repeated until none is left)
+//     when asked (Kill), when its control pipe from the worker reaches
+//     end-of-file (the worker died), and when the lease deadline the
+//     worker last gave it passes (the worker stopped renewing: it is
+//     stopped, hung or cut off from the controller). Stop asks for SIGTERM
+//     first and SIGKILL after a grace period; when the routine's main
+//     process exits on its own, what it left behind gets the same.
+//   - It reports the main process's wait status only after the last
+//     descendant is gone, then exits. The output pipe therefore reaches
+//     end-of-file when the attempt is over, and a handle's Wait returns
+//     after that.
+//
+// Deadlines are absolute CLOCK_MONOTONIC times, which the worker and the
+// supervisor share (same machine): a deadline computed from a heartbeat's
+// send time stays correct however late the message is delivered, and is
+// never later than the controller's own expiry of the lease.
+package supervisor
+
+import (
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// envKey marks a process started to be a supervisor.
+const envKey = "DECREE_ATTEMPT_SUPERVISOR"
+
+// Descriptor numbers in the supervisor: 3 carries commands from the
+// worker, 4 carries reports to it, 5 (optional) is held until the
+// supervisor exits (the worker's process lock).
+const (
+	ctrlFD   = 3
+	reportFD = 4
+	holdFD   = 5
+)
+
+func init() {
+	if os.Getenv(envKey) == "" {
+		return
+	}
+	os.Exit(serve())
+}
+
+// monoNow is the current CLOCK_MONOTONIC time in nanoseconds.
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// monoOf converts a wall-clock time with a monotonic reading to
+// CLOCK_MONOTONIC nanoseconds.
+func monoOf(t time.Time) int64 { return monoNow() + int64(time.Until(t)) }

@@ -1,0 +1,250 @@
+package supervisor
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
+)
+
+// helperEnv makes the test binary act as a worker that supervises one
+// routine (helperWorker), so tests can kill -9 or SIGSTOP that worker.
+const helperEnv = "SUPERVISOR_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if script := os.Getenv(helperEnv); script != "" {
+		helperWorker(script)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// helperWorker supervises `bash -c script` under a lease of 400ms that it
+// renews every 50ms, prints "ready" and waits forever.
+func helperWorker(script string) {
+	lease := NewLease(time.Now().Add(400 * time.Millisecond))
+	p, err := Start(Spec{Path: "/bin/bash", Args: []string{"-c", script}, Env: os.Environ(), Grace: time.Second, Fence: &Fence{Lease: lease}})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ready", p.Pid())
+	for range time.Tick(50 * time.Millisecond) {
+		lease.Extend(time.Now().Add(400 * time.Millisecond))
+	}
+}
+
+// detached is a routine whose background child leaves the session
+// (setsid) and writes its pid, then a line every 20ms, into dir.
+func detached(dir string) string {
+	return fmt.Sprintf(`setsid bash -c 'echo $$ > %[1]s/gc.pid; while :; do echo tick >> %[1]s/ticks; sleep 0.02; done' &
+while [ ! -s %[1]s/gc.pid ]; do sleep 0.01; done
+echo started
+wait`, dir)
+}
+
+// grandchild waits for the detached child's pid.
+func grandchild(t *testing.T, dir string) int {
+	t.Helper()
+	var pid int
+	testtool.WaitFor(t, 10*time.Second, "the detached child's pid", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "gc.pid"))
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
+}
+
+// gone reports whether pid no longer runs (absent or a zombie).
+func gone(pid int) bool {
+	_, state, ok := procStat(pid)
+	return !ok || state == 'Z'
+}
+
+// quiet fails unless the ticks file stops growing: nothing of the tree
+// writes any more.
+func quiet(t *testing.T, dir string) {
+	t.Helper()
+	before, _ := os.ReadFile(filepath.Join(dir, "ticks"))
+	time.Sleep(150 * time.Millisecond) // several tick periods
+	after, _ := os.ReadFile(filepath.Join(dir, "ticks"))
+	if len(after) != len(before) {
+		t.Errorf("the detached child still writes after the tree was reported gone")
+	}
+}
+
+func start(t *testing.T, script string, fence *Fence, grace time.Duration) (*Process, *os.File) {
+	t.Helper()
+	testtool.Require(t, "bash")
+	testtool.Require(t, "setsid")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(Spec{Path: "/bin/bash", Args: []string{"-c", script}, Env: os.Environ(), Stdout: w, Stderr: w, Grace: grace, Fence: fence})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); _, _ = p.Wait(); r.Close() })
+	return p, r
+}
+
+func TestKillEndsDetachedDescendants(t *testing.T) {
+	dir := t.TempDir()
+	p, out := start(t, detached(dir), nil, time.Second)
+	gc := grandchild(t, dir)
+	p.Kill()
+	st, err := p.Wait()
+	if err != nil || !st.Signaled() || st.Signal() != syscall.SIGKILL {
+		t.Fatalf("status %v, err %v; want killed by SIGKILL", st, err)
+	}
+	if !gone(gc) {
+		t.Fatalf("detached child %d still runs after Wait", gc)
+	}
+	// The output pipe was handed through: it ends with the tree.
+	if b, err := io.ReadAll(out); err != nil || string(b) != "started\n" {
+		t.Errorf("output %q, %v", b, err)
+	}
+	quiet(t, dir)
+}
+
+func TestTerminateGivesGraceThenKills(t *testing.T) {
+	dir := t.TempDir()
+	// The detached child ignores SIGTERM: it goes only by SIGKILL.
+	script := strings.Replace(detached(dir), "setsid bash -c '", "setsid bash -c 'trap \"\" TERM; ", 1)
+	p, _ := start(t, script, nil, time.Second)
+	gc := grandchild(t, dir)
+	begin := time.Now()
+	p.Terminate(300 * time.Millisecond)
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took < 300*time.Millisecond {
+		t.Errorf("ended after %s, before the grace", took)
+	}
+	if !gone(gc) {
+		t.Fatalf("detached child %d survived", gc)
+	}
+	quiet(t, dir)
+}
+
+// When the main process exits on its own, its status is reported only
+// after what it left behind is gone.
+func TestStatusAfterLeftoversAreGone(t *testing.T) {
+	dir := t.TempDir()
+	script := fmt.Sprintf(`setsid bash -c 'trap "" TERM; echo $$ > %[1]s/gc.pid; sleep 0.3; echo done > %[1]s/late' &
+while [ ! -s %[1]s/gc.pid ]; do sleep 0.01; done
+exit 3`, dir)
+	p, _ := start(t, script, nil, 5*time.Second)
+	st, err := p.Wait()
+	if err != nil || st.ExitStatus() != 3 {
+		t.Fatalf("status %v, %v; want exit 3", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "late")); err != nil {
+		t.Errorf("status reported before the leftover child finished: %v", err)
+	}
+	gc := grandchild(t, dir)
+	if !gone(gc) {
+		t.Errorf("leftover %d still runs", gc)
+	}
+}
+
+// A lease that is not extended kills the tree at its deadline; one that is
+// extended keeps it alive.
+func TestLeaseDeadlineKills(t *testing.T) {
+	dir := t.TempDir()
+	lease := NewLease(time.Now().Add(300 * time.Millisecond))
+	p, _ := start(t, detached(dir), &Fence{Lease: lease}, time.Second)
+	gc := grandchild(t, dir)
+	for range 8 { // 800ms of renewals: longer than the lease
+		time.Sleep(100 * time.Millisecond)
+		lease.Extend(time.Now().Add(300 * time.Millisecond))
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("the tree was killed although the lease was renewed")
+	default:
+	}
+	stopped := time.Now()
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(stopped); took > 2*time.Second {
+		t.Errorf("killed %s after the last renewal; the lease was 300ms", took)
+	}
+	if !gone(gc) {
+		t.Fatalf("detached child %d survived the lease", gc)
+	}
+	quiet(t, dir)
+}
+
+// helper starts this test binary as a worker supervising script and
+// returns it once the routine runs.
+func helper(t *testing.T, script string) *exec.Cmd {
+	t.Helper()
+	testtool.Require(t, "bash")
+	testtool.Require(t, "setsid")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("helper worker: %q, %v", line, err)
+	}
+	return cmd
+}
+
+// A worker killed with SIGKILL cannot clean up; its supervisor sees the
+// control pipe close and kills the tree, setsid descendants included.
+func TestWorkerDeathKillsTree(t *testing.T) {
+	dir := t.TempDir()
+	w := helper(t, detached(dir))
+	gc := grandchild(t, dir)
+	_ = w.Process.Kill()
+	testtool.WaitFor(t, 5*time.Second, "the detached child to be killed", func() bool { return gone(gc) })
+	quiet(t, dir)
+}
+
+// A stopped worker sends no renewals; its supervisor kills the tree when
+// the lease runs out although the worker still exists.
+func TestStoppedWorkerLosesTree(t *testing.T) {
+	dir := t.TempDir()
+	w := helper(t, detached(dir))
+	gc := grandchild(t, dir)
+	time.Sleep(600 * time.Millisecond) // longer than the lease: renewals keep it
+	if gone(gc) {
+		t.Fatal("the tree died while the worker renewed its lease")
+	}
+	_ = w.Process.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	testtool.WaitFor(t, 5*time.Second, "the detached child to be killed", func() bool { return gone(gc) })
+	if took := time.Since(stopped); took > 2*time.Second {
+		t.Errorf("killed %s after the worker stopped; the lease was 400ms", took)
+	}
+	quiet(t, dir)
+}
