@@ -106,6 +106,7 @@ func runRoutine(ctx context.Context, o ExecOptions, plugins *plugin.Pool, a *dec
 		NotebookEngine: a.GetNotebookEngine(),
 		Output:         out,
 		Logger:         o.Logger,
+		Fence:          fenceFrom(ctx),
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/supervisor"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/decreehq/decree/worker/logship"
 )
@@ -100,14 +101,21 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 	}()
 
 	go w.fence(jobCtx, token, cancel)
-	log.Info("assignment started")
 	start := time.Now()
 	var res *Result
 	var rep *replicaOutcome
-	var err error
-	if w.needsSync(a) {
+	deadline, err := w.confirm(jobCtx, token)
+	if deadline != nil {
+		jobCtx = withFence(jobCtx, &supervisor.Fence{Lease: deadline, Hold: w.hold})
+	}
+	switch {
+	case err != nil:
+		log.Warn("assignment not started", "reason", err)
+	case w.needsSync(a):
+		log.Info("assignment started")
 		res, rep, err = w.executeReplica(jobCtx, drain, a, out, log)
-	} else {
+	default:
+		log.Info("assignment started")
 		res, err = w.execute(jobCtx, a, out)
 	}
 	_ = buf.Close()

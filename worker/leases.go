@@ -2,9 +2,12 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/decreehq/decree/pkg/supervisor"
 )
 
 // leaseSet tracks the leases the worker holds (queued, running, or waiting
@@ -22,6 +25,18 @@ type lease struct {
 	cancel  context.CancelCauseFunc // set while running
 	stopped error                   // set when stopped before it ran
 	renewed time.Time               // delivery or last renewing heartbeat
+	// confirmed is closed by the first renewal after delivery.
+	confirmed chan struct{}
+	// sent is the send time of the last heartbeat that renewed the lease
+	// (zero before the first), ttl the lease TTL it was renewed for.
+	sent time.Time
+	ttl  time.Duration
+	// deadline is the running work's supervisor lease, once started.
+	deadline *supervisor.Lease
+}
+
+func newLease() *lease {
+	return &lease{renewed: time.Now(), confirmed: make(chan struct{})}
 }
 
 func newLeaseSet(keep int) *leaseSet {
@@ -40,19 +55,67 @@ func (s *leaseSet) add(token string) bool {
 			return false
 		}
 	}
-	s.active[token] = &lease{renewed: time.Now()}
+	s.active[token] = newLease()
 	return true
 }
 
-// renewed notes that a heartbeat sent at t listing tokens was answered.
-func (s *leaseSet) renew(tokens []string, t time.Time) {
+// renew notes that a heartbeat sent at t listing tokens was answered and
+// renewed each of them, except those in stopped, for ttl: their
+// supervisors may run until t+ttl.
+func (s *leaseSet) renew(tokens []string, stopped []string, t time.Time, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, tok := range tokens {
-		if l, ok := s.active[tok]; ok && t.After(l.renewed) {
+		l, ok := s.active[tok]
+		if !ok || slices.Contains(stopped, tok) {
+			continue
+		}
+		if t.After(l.renewed) {
 			l.renewed = t
 		}
+		if t.After(l.sent) {
+			l.sent, l.ttl = t, ttl
+			if l.deadline != nil && ttl > 0 {
+				l.deadline.Extend(t.Add(ttl))
+			}
+		}
+		select {
+		case <-l.confirmed:
+		default:
+			close(l.confirmed)
+		}
 	}
+}
+
+// confirmed returns a channel closed once token has been renewed after
+// its delivery.
+func (s *leaseSet) confirmed(token string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.active[token]
+	if !ok {
+		l = newLease()
+		s.active[token] = l
+	}
+	return l.confirmed
+}
+
+// fence returns the supervisor lease of token's work: valid until the last
+// renewing heartbeat's send time plus its TTL, extended by later renewals.
+func (s *leaseSet) fence(token string, ttl time.Duration) *supervisor.Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.active[token]
+	if !ok {
+		return supervisor.NewLease(time.Now()) // already over: expired
+	}
+	if l.deadline == nil {
+		if l.ttl > 0 {
+			ttl = l.ttl
+		}
+		l.deadline = supervisor.NewLease(l.sent.Add(ttl))
+	}
+	return l.deadline
 }
 
 // sinceRenewed is how long ago token was last renewed.
@@ -72,7 +135,7 @@ func (s *leaseSet) start(token string, cancel context.CancelCauseFunc) error {
 	defer s.mu.Unlock()
 	l, ok := s.active[token]
 	if !ok {
-		l = &lease{renewed: time.Now()}
+		l = newLease()
 		s.active[token] = l
 	}
 	if l.stopped != nil {

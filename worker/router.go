@@ -43,6 +43,7 @@ func runRouter(ctx context.Context, o ExecOptions, a *decreev1.Assignment, ws st
 		Stderr:  out,
 		Timeout: timeoutOf(a),
 		Grace:   o.Grace,
+		Fence:   fenceFrom(ctx),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("router of %s: %w", a.GetMessageId(), err)

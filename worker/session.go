@@ -136,6 +136,7 @@ func (w *worker) heartbeats(ctx context.Context, end context.CancelCauseFunc, si
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-w.kick: // work waits for its lease to be confirmed
 			}
 		}
 		first = false
@@ -154,7 +155,7 @@ func (w *worker) heartbeats(ctx context.Context, end context.CancelCauseFunc, si
 			return
 		}
 		beat.Store(true)
-		w.leases.renew(tokens, sent)
+		w.leases.renew(tokens, resp.GetStopLeases(), sent, time.Duration(w.leaseTTL.Load()))
 		for _, tok := range resp.GetStopLeases() {
 			if w.leases.stop(tok, errors.New("the controller stopped this work (cancelled, or the lease was lost)")) {
 				w.log.Info("controller asked to stop a lease")

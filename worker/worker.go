@@ -157,6 +157,10 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer w.conn.Close()
+	if w.hold, err = holdLock(w.workspace, w.opts.WorkerID, w.log); err != nil {
+		return fmt.Errorf("worker %s: %w", w.opts.WorkerID, err)
+	}
+	defer w.hold.Close()
 	if c, ok := w.opts.Executor.(interface{ Close() }); ok {
 		defer c.Close() // plugin drivers it launched
 	}
@@ -200,6 +204,8 @@ type worker struct {
 	conn      *grpc.ClientConn
 	client    decreev1.WorkerServiceClient
 	leases    *leaseSet
+	kick      chan struct{} // asks for a heartbeat now
+	hold      *os.File      // the worker's process lock, see holdLock
 	queue     chan *decreev1.Assignment
 	leaseTTL  atomic.Int64 // from the latest registration; 0 = unknown
 	inPlace   atomic.Bool  // from the latest registration
@@ -286,6 +292,7 @@ func newWorker(opts Options) (*worker, error) {
 		conn:      conn,
 		client:    decreev1.NewWorkerServiceClient(conn),
 		leases:    newLeaseSet(recentlyFinishedTracked),
+		kick:      make(chan struct{}, 1),
 		queue:     make(chan *decreev1.Assignment, 16),
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -584,22 +585,57 @@ func TestHookWithoutMessageRunsWithoutLog(t *testing.T) {
 	}
 }
 
-func TestLeaseNotRenewedStopsWork(t *testing.T) {
+// Work whose lease the controller never renews is not started at all: the
+// controller may have given it to another worker meanwhile.
+func TestUnconfirmedLeaseIsNotRun(t *testing.T) {
 	testtool.Require(t, "bash")
-	ws := workspace(t, map[string]string{"long": "echo working; sleep 300"})
+	ws := workspace(t, map[string]string{"long": "echo ran > ran.txt"})
 	fake := newFakeController()
 	fake.failHeartbeats = true // lease TTL is 10 heartbeats = 500ms
 	startServer(t, sockOf(ws), fake)
+	fake.assign(routineAssignment("lease-unconfirmed", "long"))
+	runWorker(t, worker.Options{Workspace: ws})
+	c := waitCompletion(t, fake, 20*time.Second)
+	if st := c.GetStatus(); st.GetExitCode() != -1 || !strings.Contains(st.GetError(), "did not renew the lease") {
+		t.Errorf("status = %v, want the work refused for want of a renewed lease", st)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+		t.Error("the routine ran under a lease the controller never renewed")
+	}
+}
+
+// Once heartbeats stop getting through, the attempt's whole process tree
+// (a setsid child included) is gone by the end of the lease.
+func TestLeaseNotRenewedStopsWork(t *testing.T) {
+	testtool.Require(t, "bash")
+	testtool.Require(t, "setsid")
+	ws := workspace(t, map[string]string{"long": "setsid bash -c 'echo $$ > gc.pid; sleep 300' &\necho working; sleep 300"})
+	fake := newFakeController()
+	startServer(t, sockOf(ws), fake)
 	fake.assign(routineAssignment("lease-fence", "long"))
 	runWorker(t, worker.Options{Workspace: ws, Executor: worker.NewDefaultExecutor(worker.ExecOptions{Grace: 5 * time.Second})})
+	gcFile := filepath.Join(ws, "gc.pid")
+	testtool.WaitFor(t, 20*time.Second, "the routine's detached child", func() bool {
+		b, err := os.ReadFile(gcFile)
+		return err == nil && len(b) > 0 && b[len(b)-1] == '\n'
+	})
+	b, _ := os.ReadFile(gcFile)
+	gc, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	t.Cleanup(func() { _ = syscall.Kill(gc, syscall.SIGKILL) })
+	fake.mu.Lock()
+	fake.failHeartbeats = true // lease TTL is 10 heartbeats = 500ms
+	fake.mu.Unlock()
+	cut := time.Now()
 	c := waitCompletion(t, fake, 20*time.Second)
 	st := c.GetStatus()
-	if !strings.Contains(st.GetError(), "lease expired") || st.GetSignal() != 15 {
-		t.Errorf("status = %v, want the routine stopped by SIGTERM because its lease expired", st)
+	if !strings.Contains(st.GetError(), "lease expired") || st.GetSignal() == 0 {
+		t.Errorf("status = %v, want the routine killed because its lease expired", st)
 	}
-	// The lease counts from delivery, a little before the process starts.
-	if d := st.GetDuration().AsDuration(); d < 400*time.Millisecond {
-		t.Errorf("routine stopped after %v, well before the 500ms lease TTL", d)
+	if took := time.Since(cut); took > 3*time.Second {
+		t.Errorf("stopped %s after the last heartbeat; the lease TTL is 500ms", took)
+	}
+	if err := syscall.Kill(gc, 0); err == nil {
+		t.Errorf("the detached child %d outlived the lease", gc)
 	}
 }
 
