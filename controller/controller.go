@@ -146,7 +146,8 @@ func (c *Controller) open() error {
 		}
 		return p, os.MkdirAll(filepath.Dir(p), 0o755)
 	})
-	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, Logs: book, Logger: c.log})
+	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, Logs: book, Logger: c.log,
+		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {
 		return err
 	}

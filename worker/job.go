@@ -55,6 +55,15 @@ var hookPointRe = regexp.MustCompile(`^[a-z]{1,26}$`)
 
 func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 	token := a.GetLeaseToken()
+	var stopped bool
+	defer func() {
+		if stopped { // tell the controller at once that it is over
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	defer w.leases.finish(token)
 	log := w.log.With("message", a.GetMessageId(), "attempt", a.GetAttempt(), "kind", a.GetKind().String())
 
@@ -119,6 +128,7 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 		res, err = w.execute(jobCtx, a, out)
 	}
 	_ = buf.Close()
+	stopped = jobCtx.Err() != nil
 	if err != nil {
 		res = &Result{Status: &decreev1.ExitStatus{ExitCode: -1, Error: err.Error()}}
 	}

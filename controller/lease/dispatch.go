@@ -61,6 +61,8 @@ func (m *Manager) Dispatch(ctx context.Context, a *decreev1.Assignment, req Requ
 	m.mu.Lock()
 	switch {
 	case l.state == stateEnded:
+	case l.state == stateFencing:
+		// Lost already; the loss is reported after the fence margin.
 	case l.state == statePending || slices.Contains(l.sess.outbox, l):
 		m.endLocked(l, Result{}, "cancelled before a worker received it")
 	default:
@@ -87,10 +89,11 @@ func (m *Manager) resultOf(l *lease) (Result, error) {
 
 // assignLocked gives pending leases to free eligible sessions, FIFO.
 func (m *Manager) assignLocked() {
-	if m.closed {
+	if m.closed || m.holdingLocked() {
 		return
 	}
 	now := m.clock.Now()
+	given := false
 	kept := m.pending[:0]
 	for _, l := range m.pending {
 		s := m.pickLocked(l.req, now)
@@ -105,11 +108,15 @@ func (m *Manager) assignLocked() {
 		s.current = l
 		s.lastGiven = now
 		s.outbox = append(s.outbox, l)
+		given = true
 		broadcast(&s.changed)
 		m.log.Info("assignment given", "lease", l.token, "worker", s.req.GetWorkerId(), "message", l.a.GetMessageId(), "attempt", l.a.GetAttempt(), "kind", l.a.GetKind())
 	}
 	clear(m.pending[len(kept):])
 	m.pending = kept
+	if given {
+		m.writeJournalLocked()
+	}
 }
 
 // pickLocked returns the eligible free session given work least recently.
@@ -142,28 +149,34 @@ func matches(s *session, req Requirements) bool {
 	return true
 }
 
-// expire ends l as lost when its deadline passed, else re-arms the timer.
+// expire fences l when its deadline passed (else re-arms the timer), and
+// ends it as lost once the fence margin has passed too.
 func (m *Manager) expire(l *lease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l.state != stateActive {
-		return
+	switch l.state {
+	case stateActive:
+		if left := l.expires.Sub(m.clock.Now()); left > 0 {
+			l.timer.Reset(left)
+			return
+		}
+		worker := l.sess.req.GetWorkerId()
+		l.endNote = fmt.Sprintf("worker lost: %s did not renew its lease within %s", worker, m.opts.LeaseTTL)
+		if l.stop {
+			l.endNote = fmt.Sprintf("worker lost: %s did not confirm the stop within %s", worker, m.opts.LeaseTTL)
+		}
+		l.state = stateFencing
+		l.timer.Reset(m.opts.FenceMargin)
+		m.log.Warn("lease expired; its processes are being killed by the worker's supervisor", "lease", l.token, "worker", worker, "message", l.a.GetMessageId(), "attempt", l.a.GetAttempt(), "margin", m.opts.FenceMargin)
+	case stateFencing:
+		worker := l.sess.req.GetWorkerId()
+		m.log.Warn("lease lost", "lease", l.token, "worker", worker, "message", l.a.GetMessageId(), "attempt", l.a.GetAttempt())
+		m.endLocked(l, Result{
+			Lost:     true,
+			WorkerID: worker,
+			Status:   &decreev1.ExitStatus{ExitCode: -1, Error: l.endNote},
+		}, l.endNote)
 	}
-	if left := l.expires.Sub(m.clock.Now()); left > 0 {
-		l.timer.Reset(left)
-		return
-	}
-	worker := l.sess.req.GetWorkerId()
-	why := fmt.Sprintf("worker lost: %s did not renew its lease within %s", worker, m.opts.LeaseTTL)
-	if l.stop {
-		why = fmt.Sprintf("worker lost: %s did not confirm the stop within %s", worker, m.opts.LeaseTTL)
-	}
-	m.log.Warn("lease lost", "lease", l.token, "worker", worker, "message", l.a.GetMessageId(), "attempt", l.a.GetAttempt())
-	m.endLocked(l, Result{
-		Lost:     true,
-		WorkerID: worker,
-		Status:   &decreev1.ExitStatus{ExitCode: -1, Error: why},
-	}, why)
 }
 
 // endLocked ends l with res; note says why when there is no worker report.
@@ -188,6 +201,11 @@ func (m *Manager) endLocked(l *lease, res Result, note string) {
 		m.opts.Logs.End(l.a.GetMessageId(), int(l.a.GetAttempt()))
 	}
 	close(l.done)
+	if l.sess != nil && !m.closed {
+		// On Close the workers may still run the work: the journal keeps
+		// it, so the next controller waits for them.
+		m.writeJournalLocked()
+	}
 	m.ended = append(m.ended, l.token)
 	if over := len(m.ended) - keepEnded; over > 0 {
 		for _, t := range m.ended[:over] {

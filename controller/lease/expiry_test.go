@@ -98,11 +98,14 @@ func waitResult(t *testing.T, ch <-chan dispatched) dispatched {
 	}
 }
 
-// Renewals keep a lease alive for many TTLs; once they stop, the lease is
-// lost one TTL after the last renewal, and not earlier. The clock is
-// manual, so nothing here sleeps for a TTL.
-func TestLeaseLivesWhileRenewedAndIsLostAfterTTL(t *testing.T) {
-	m, clock := newClockedManager(t, Options{})
+// Renewals keep a lease alive for many TTLs; once they stop, the lease
+// expires one TTL after the last renewal (reports are refused from then
+// on), and its loss is reported only after the fence margin, by which time
+// the worker's supervisor has killed the attempt. The clock is manual, so
+// nothing here sleeps for a TTL.
+func TestLeaseLivesWhileRenewedAndIsLostAfterTTLAndFence(t *testing.T) {
+	const margin = 3 * time.Second
+	m, clock := newClockedManager(t, Options{FenceMargin: margin})
 	w := streamWorker(t, m, "w1")
 	res := dispatchAsync(m, "m1", 1)
 	a := w.next(t)
@@ -116,11 +119,48 @@ func TestLeaseLivesWhileRenewedAndIsLostAfterTTL(t *testing.T) {
 	clock.Advance(testTTL - time.Millisecond)
 	assertPending(t, res, "just before the TTL")
 	clock.Advance(time.Millisecond)
+	assertPending(t, res, "expired, within the fence margin")
+	if resp, _ := m.Complete(&decreev1.CompleteAssignmentRequest{LeaseToken: a.GetLeaseToken(), Status: &decreev1.ExitStatus{}}); resp.GetAccepted() {
+		t.Error("a report after the expiry was accepted")
+	}
+	if stop, _ := m.Heartbeat(w.session, []string{a.GetLeaseToken()}); len(stop) != 1 {
+		t.Errorf("an expired lease was renewed: stop = %v", stop)
+	}
+	clock.Advance(margin - time.Millisecond)
+	assertPending(t, res, "just before the end of the fence margin")
+	clock.Advance(time.Millisecond)
 	r := waitResult(t, res)
 	if r.err != nil || !r.res.Lost || !strings.Contains(r.res.Status.GetError(), "worker lost") {
 		t.Fatalf("result %+v, %v; want a lost lease", r.res, r.err)
 	}
-	if resp, _ := m.Complete(&decreev1.CompleteAssignmentRequest{LeaseToken: a.GetLeaseToken(), Status: &decreev1.ExitStatus{}}); resp.GetAccepted() {
-		t.Error("a report after the loss was accepted")
+}
+
+// The worker is given no new work while its lost lease is being fenced.
+func TestNoNewWorkWhileFencing(t *testing.T) {
+	m, clock := newClockedManager(t, Options{FenceMargin: time.Second})
+	w := streamWorker(t, m, "w1")
+	first := dispatchAsync(m, "m1", 1)
+	w.next(t)
+	clock.Advance(testTTL)
+	if _, err := m.Heartbeat(w.session, nil); err != nil { // the worker itself lives
+		t.Fatal(err)
 	}
+	second := dispatchAsync(m, "m2", 1)
+	select {
+	case a := <-w.got:
+		t.Fatalf("new work %s given during the fence margin", a.GetMessageId())
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.Advance(time.Second)
+	if r := waitResult(t, first); !r.res.Lost {
+		t.Fatalf("first: %+v", r.res)
+	}
+	if a := w.next(t); a.GetMessageId() != "m2" {
+		t.Fatalf("next assignment %v", a)
+	}
+	_ = second
+}
+
+func completion(token string) *decreev1.CompleteAssignmentRequest {
+	return &decreev1.CompleteAssignmentRequest{LeaseToken: token, Status: &decreev1.ExitStatus{}}
 }

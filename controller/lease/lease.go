@@ -45,6 +45,11 @@ var (
 // Defaults.
 const (
 	DefaultLeaseTTL = 10 * time.Second
+	// MaxFenceMargin caps the default fence margin: a quarter of the
+	// lease TTL, at least 250ms, at most 2s. It is the time allowed, after
+	// a lost lease's expiry, for the worker's supervisor to finish killing
+	// the attempt's processes (it starts at the expiry at the latest).
+	MaxFenceMargin = 2 * time.Second
 )
 
 // Options configure a Manager.
@@ -56,12 +61,22 @@ type Options struct {
 	LeaseTTL time.Duration
 	// HeartbeatInterval is what workers are told (default LeaseTTL/3).
 	HeartbeatInterval time.Duration
+	// FenceMargin is how long after a lease's expiry its loss is reported
+	// (a quarter of LeaseTTL within 250ms..MaxFenceMargin when zero): the worker's supervisor kills the
+	// attempt's processes at the expiry at the latest (see
+	// pkg/supervisor), so a retry started after the margin never overlaps
+	// them.
+	FenceMargin time.Duration
 	// Logs stores uploaded logs; required.
 	Logs *logbook.Book
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Clock is the time source; nil means the wall clock.
 	Clock Clock
+	// Journal is the file listing active leases (see journal.go), so that
+	// a controller restarted after a crash waits for the workers that ran
+	// them; "" keeps none.
+	Journal string
 }
 
 // Requirements say which workers may take an assignment.
@@ -101,6 +116,12 @@ type Result struct {
 }
 
 // Manager owns sessions and leases. It is safe for concurrent use.
+//
+// Fencing: a lease that expires is not reported lost at once. Its worker's
+// supervisor kills the attempt's processes by the expiry at the latest
+// (the worker gives it the send time of its last renewing heartbeat plus
+// the TTL), so Dispatch returns the loss only FenceMargin later, and the
+// caller's retry cannot overlap the lost attempt.
 type Manager struct {
 	opts  Options
 	log   *slog.Logger
@@ -115,6 +136,10 @@ type Manager struct {
 	closing  chan struct{}
 	// streamed is closed and replaced whenever a worker starts streaming.
 	streamed chan struct{}
+	// recovering lists, per worker, the previous controller's leases not
+	// yet accounted for; non-nil while work is held back (journal.go).
+	recovering map[string][]journalEntry
+	holdTimer  Timer
 }
 
 type session struct {
@@ -135,6 +160,9 @@ type leaseState int
 const (
 	statePending leaseState = iota
 	stateActive
+	// stateFencing: the lease expired; its loss is reported once the
+	// fence margin has passed. Renewals and reports are refused.
+	stateFencing
 	stateEnded
 )
 
@@ -165,6 +193,9 @@ func New(opts Options) (*Manager, error) {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = opts.LeaseTTL / 3
 	}
+	if opts.FenceMargin <= 0 {
+		opts.FenceMargin = min(max(opts.LeaseTTL/4, 250*time.Millisecond), MaxFenceMargin)
+	}
 	l := opts.Logger
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
@@ -173,7 +204,11 @@ func New(opts Options) (*Manager, error) {
 	if clock == nil {
 		clock = realClock{}
 	}
-	return &Manager{opts: opts, log: l, clock: clock, sessions: map[string]*session{}, leases: map[string]*lease{}, closing: make(chan struct{}), streamed: make(chan struct{})}, nil
+	m := &Manager{opts: opts, log: l, clock: clock, sessions: map[string]*session{}, leases: map[string]*lease{}, closing: make(chan struct{}), streamed: make(chan struct{})}
+	if err := m.recoverJournal(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // LeaseTTL is the configured lease lifetime.
@@ -267,6 +302,9 @@ func (m *Manager) Close() {
 	}
 	m.closed = true
 	close(m.closing)
+	if m.holdTimer != nil {
+		m.holdTimer.Stop()
+	}
 	for _, l := range m.leases {
 		if l.state != stateEnded {
 			m.endLocked(l, Result{}, "the controller shut down")

@@ -97,6 +97,7 @@ func (m *Manager) Heartbeat(sessionID string, tokens []string) ([]string, error)
 	}
 	now := m.clock.Now()
 	s.lastSeen = now
+	m.accountLocked(s.req.GetWorkerId(), tokens)
 	var stop []string
 	listed := map[string]bool{}
 	for _, t := range tokens {
