@@ -50,3 +50,17 @@ func (l *Lease) current() (int64, <-chan struct{}) {
 	defer l.mu.Unlock()
 	return l.deadline, l.changed
 }
+
+// NewLeaseMonotonic returns a lease valid until ns, a CLOCK_MONOTONIC time
+// of this machine (a deadline passed between processes, as to a driver
+// plugin).
+func NewLeaseMonotonic(ns int64) *Lease {
+	return &Lease{deadline: ns, changed: make(chan struct{})}
+}
+
+// ExtendMonotonic moves the deadline to ns (CLOCK_MONOTONIC) when later.
+func (l *Lease) ExtendMonotonic(ns int64) { l.set(ns, false) }
+
+// Watch returns the deadline (CLOCK_MONOTONIC ns) and a channel closed at
+// its next change.
+func (l *Lease) Watch() (ns int64, changed <-chan struct{}) { return l.current() }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/routine"
+	"github.com/decreehq/decree/pkg/supervisor"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -32,6 +34,7 @@ type Driver struct {
 	version string
 	client  *goplugin.Client
 	svc     decreev1.DriverServiceClient
+	host    *os.File // write end of the host pipe, see Launch
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -42,10 +45,21 @@ func Launch(ctx context.Context, path string, logger *slog.Logger) (*Driver, err
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// The plugin holds the read end of a pipe whose write end only this
+	// process has: end-of-file tells it the host died (go-plugin has no
+	// such signal), and it exits, so its supervisors kill every routine it
+	// ran.
+	hostR, hostW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start driver plugin %s: create the host pipe: %w", path, err)
+	}
+	cmd := exec.Command(path)
+	cmd.ExtraFiles = []*os.File{hostR}
+	cmd.Env = append(os.Environ(), HostFDEnv+"=3")
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		Plugins:          PluginSet(nil),
-		Cmd:              exec.Command(path),
+		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:   "driver",
@@ -55,22 +69,26 @@ func Launch(ctx context.Context, path string, logger *slog.Logger) (*Driver, err
 		StartTimeout: 30 * time.Second,
 	})
 	rpc, err := client.Client()
+	hostR.Close()
 	if err != nil {
+		hostW.Close()
 		client.Kill()
 		return nil, fmt.Errorf("start driver plugin %s: %w (is it a decree driver built for protocol version %d?)", path, err, ProtocolVersion)
 	}
 	raw, err := rpc.Dispense(PluginName)
 	if err != nil {
+		hostW.Close()
 		client.Kill()
 		return nil, fmt.Errorf("driver plugin %s: %w", path, err)
 	}
 	svc := raw.(decreev1.DriverServiceClient)
 	desc, err := svc.Describe(ctx, &decreev1.DescribeRequest{})
 	if err != nil {
+		hostW.Close()
 		client.Kill()
 		return nil, fmt.Errorf("driver plugin %s: describe: %w", path, err)
 	}
-	return &Driver{path: path, name: desc.GetName(), exts: desc.GetExtensions(), version: desc.GetVersion(), client: client, svc: svc}, nil
+	return &Driver{path: path, name: desc.GetName(), exts: desc.GetExtensions(), version: desc.GetVersion(), client: client, svc: svc, host: hostW}, nil
 }
 
 // Name implements driver.Driver with the name the plugin reported.
@@ -84,7 +102,10 @@ func (d *Driver) Version() string { return d.version }
 
 // Close shuts the plugin down (gracefully, then by force after 2 s; the
 // sdk kills the process groups of routines still running).
-func (d *Driver) Close() { d.client.Kill() }
+func (d *Driver) Close() {
+	d.client.Kill()
+	d.host.Close()
+}
 
 // Exited reports whether the plugin process has exited.
 func (d *Driver) Exited() bool { return d.client.Exited() }
@@ -134,6 +155,11 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 		req.KillGrace = durationpb.New(cfg.KillGrace)
 	}
 	req.NotebookEngine = cfg.NotebookEngine
+	var lease *supervisor.Lease
+	if cfg.Fence != nil && cfg.Fence.Lease != nil {
+		lease = cfg.Fence.Lease
+		req.LeaseDeadlineMonotonicNs, _ = lease.Watch()
+	}
 	// The stream outlives Start's ctx; it ends with the execution.
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := d.svc.Execute(sctx, req)
@@ -146,7 +172,34 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 		events: make(chan driver.Event, 8), done: make(chan struct{}),
 	}
 	go h.pump(stream)
+	if lease != nil {
+		go h.follow(lease)
+	}
 	return h, nil
+}
+
+// follow passes every extension of the lease on to the plugin, whose
+// supervisor enforces it.
+func (h *handle) follow(l *supervisor.Lease) {
+	sent, changed := l.Watch()
+	for {
+		select {
+		case <-changed:
+		case <-h.done:
+			return
+		}
+		var d int64
+		d, changed = l.Watch()
+		if d == sent {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := h.d.svc.RenewLease(ctx, &decreev1.RenewLeaseRequest{ExecutionId: h.id, DeadlineMonotonicNs: d})
+		cancel()
+		if err == nil {
+			sent = d
+		}
+	}
 }
 
 type handle struct {

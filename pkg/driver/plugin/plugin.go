@@ -11,7 +11,10 @@
 //
 // Plugins are written with the sdk subpackage, which runs every routine in
 // its own process group and kills the group on Stop, when the host goes
-// away, and when the plugin is told to shut down.
+// away, and when the plugin is told to shut down. Routines of a plugin are
+// fenced like built-in ones: the host passes the attempt's lease deadline
+// and its renewals (RenewLease), and a plugin whose host died exits at
+// once (see HostFDEnv), so its routines' supervisors kill their trees.
 package plugin
 
 import (
@@ -43,6 +46,10 @@ var Handshake = goplugin.HandshakeConfig{
 
 // PluginName is the key the driver service is dispensed under.
 const PluginName = "driver"
+
+// HostFDEnv names the environment variable that gives a plugin the
+// descriptor of its host pipe: it reaches end-of-file when the host dies.
+const HostFDEnv = "DECREE_DRIVER_HOST_FD"
 
 // BinaryPrefix is the file-name prefix of driver binaries.
 const BinaryPrefix = "decree-driver-"

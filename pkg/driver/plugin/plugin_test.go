@@ -1,10 +1,12 @@
 package plugin
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"github.com/decreehq/decree/pkg/driver/internal/drivertest"
 	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/routine"
+	"github.com/decreehq/decree/pkg/supervisor"
 )
 
 var (
@@ -48,6 +51,10 @@ func pluginDir(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(hostEnv); bin != "" {
+		testHost(bin)
+		return
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -201,7 +208,7 @@ func TestPluginLeavesNoProcess(t *testing.T) {
 // A plugin that dies mid-run ends the execution with a clear driver error.
 func TestPluginCrashMidRun(t *testing.T) {
 	d := launch(t)
-	dir, path := script(t, "echo ready\nsleep 1000 &\necho $! > \"$pidfile\"\nwait\n")
+	dir, path := script(t, "sleep 1000 &\necho $! > \"$pidfile\"\necho ready\nwait\n")
 	crash := filepath.Join(dir, "crash")
 	pidfile := filepath.Join(dir, "pid")
 	h, err := d.Start(context.Background(), driver.TaskConfig{
@@ -223,8 +230,9 @@ func TestPluginCrashMidRun(t *testing.T) {
 			exit = ev.Exit
 		}
 	}
-	// The plugin died without cleaning up; the host kills the routine's
-	// group from the pid it reported at start.
+	// The plugin died without cleaning up; the routine's supervisor sees
+	// its control pipe close and kills the tree (the host also kills the
+	// group from the pid it reported at start).
 	pid := drivertest.WaitPidFile(t, pidfile, 5*time.Second)
 	if !drivertest.WaitDead(pid, 5*time.Second) {
 		exec.Command("kill", "-9", fmt.Sprint(pid)).Run()
@@ -305,5 +313,104 @@ func TestPluginKillGrace(t *testing.T) {
 	}
 	if took >= driver.DefaultKillGrace {
 		t.Errorf("took %s: the 200ms kill grace was not used (default is %s)", took, driver.DefaultKillGrace)
+	}
+}
+
+// A plugin's routine is fenced by the host's lease like a built-in one:
+// renewals passed on by RenewLease keep it running; when they stop, the
+// plugin's supervisor kills the whole tree, a setsid child included,
+// without any word from the host (as when the worker is stopped).
+func TestPluginFollowsLease(t *testing.T) {
+	drivertest.RequireTool(t, "setsid")
+	d := launch(t)
+	dir, path := script(t, "setsid bash -c 'echo $$ > \"$pidfile\"; exec sleep 1000' &\nsleep 1000\n")
+	pidfile := filepath.Join(dir, "pid")
+	lease := supervisor.NewLease(time.Now().Add(400 * time.Millisecond))
+	h, err := d.Start(context.Background(), driver.TaskConfig{
+		Routine: "r", Path: path, Workdir: dir, Output: &bytes.Buffer{},
+		Params: map[string]string{"pidfile": pidfile},
+		Fence:  &supervisor.Fence{Lease: lease},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := drivertest.WaitPidFile(t, pidfile, 10*time.Second)
+	t.Cleanup(func() { _ = exec.Command("kill", "-9", fmt.Sprint(pid)).Run() })
+	for range 8 { // 800ms of renewals, twice the lease
+		time.Sleep(100 * time.Millisecond)
+		lease.Extend(time.Now().Add(400 * time.Millisecond))
+	}
+	if !drivertest.Alive(pid) {
+		t.Fatal("the routine died although its lease was renewed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := h.Wait(ctx)
+	if err != nil {
+		_ = h.Stop(time.Second)
+		t.Fatalf("the routine outlived its lease by 10s: %v", err)
+	}
+	if res.Success() {
+		t.Fatalf("result %+v; want the routine killed", res)
+	}
+	if drivertest.Alive(pid) {
+		t.Errorf("the setsid child %d outlived the lease", pid)
+	}
+}
+
+// hostEnv makes the test binary a plugin host (testHost) that the test
+// can kill -9.
+const hostEnv = "PLUGIN_TEST_HOST"
+
+// testHost launches the plugin at bin, runs the routine file named by
+// $PLUGIN_TEST_ROUTINE, prints "ready" and waits to be killed.
+func testHost(bin string) {
+	d, err := Launch(context.Background(), bin, nil)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	path := os.Getenv("PLUGIN_TEST_ROUTINE")
+	if _, err := d.Start(context.Background(), driver.TaskConfig{Routine: "r", Path: path, Workdir: filepath.Dir(path), Output: io.Discard}); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ready", d.client.ReattachConfig().Pid)
+	select {}
+}
+
+// When the host dies (kill -9), the plugin exits (go-plugin alone would
+// leave it running, orphaned) and every process of the routines it ran is
+// killed, a setsid child included.
+func TestHostDeathEndsPluginRoutines(t *testing.T) {
+	drivertest.RequireTool(t, "setsid")
+	bin := filepath.Join(pluginDir(t), BinaryPrefix+"testsh")
+	dir, path := script(t, "")
+	pidfile := filepath.Join(dir, "pid")
+	os.WriteFile(path, []byte("setsid bash -c 'echo $$ > "+pidfile+"; exec sleep 1000' &\nsleep 1000\n"), 0o644)
+	host := exec.Command(os.Args[0])
+	host.Env = append(os.Environ(), hostEnv+"="+bin, "PLUGIN_TEST_ROUTINE="+path)
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	var pluginPid int
+	if _, err := fmt.Sscanf(line, "ready %d", &pluginPid); err != nil {
+		t.Fatalf("host: %q", line)
+	}
+	pid := drivertest.WaitPidFile(t, pidfile, 10*time.Second)
+	t.Cleanup(func() { _ = exec.Command("kill", "-9", fmt.Sprint(pid)).Run() })
+	_ = host.Process.Kill()
+	if !drivertest.WaitDead(pid, 5*time.Second) {
+		t.Errorf("the setsid child %d of a plugin routine outlived the host", pid)
+	}
+	if !drivertest.WaitDead(pluginPid, 5*time.Second) {
+		_ = exec.Command("kill", "-9", fmt.Sprint(pluginPid)).Run()
+		t.Errorf("the plugin %d outlived its host", pluginPid)
 	}
 }

@@ -247,8 +247,13 @@ type ExecuteRequest struct {
 	// Notebook engine: "auto", "papermill" or "nbconvert"; empty means auto.
 	// Drivers that do not run notebooks ignore it.
 	NotebookEngine string `protobuf:"bytes,9,opt,name=notebook_engine,json=notebookEngine,proto3" json:"notebook_engine,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The attempt's lease deadline as CLOCK_MONOTONIC nanoseconds of the
+	// host's machine (the plugin runs there too); zero means none. The
+	// plugin kills the routine's whole process tree when it passes, even if
+	// the host stops talking to it (stopped, hung). RenewLease moves it.
+	LeaseDeadlineMonotonicNs int64 `protobuf:"varint,10,opt,name=lease_deadline_monotonic_ns,json=leaseDeadlineMonotonicNs,proto3" json:"lease_deadline_monotonic_ns,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -342,6 +347,13 @@ func (x *ExecuteRequest) GetNotebookEngine() string {
 		return x.NotebookEngine
 	}
 	return ""
+}
+
+func (x *ExecuteRequest) GetLeaseDeadlineMonotonicNs() int64 {
+	if x != nil {
+		return x.LeaseDeadlineMonotonicNs
+	}
+	return 0
 }
 
 // ExecutionStarted tells the host which process runs the routine. The
@@ -598,6 +610,97 @@ func (*StopResponse) Descriptor() ([]byte, []int) {
 	return file_decree_v1_driver_proto_rawDescGZIP(), []int{8}
 }
 
+// RenewLeaseRequest moves an execution's lease deadline.
+type RenewLeaseRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// The new deadline, CLOCK_MONOTONIC nanoseconds; earlier values are
+	// ignored.
+	DeadlineMonotonicNs int64 `protobuf:"varint,2,opt,name=deadline_monotonic_ns,json=deadlineMonotonicNs,proto3" json:"deadline_monotonic_ns,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *RenewLeaseRequest) Reset() {
+	*x = RenewLeaseRequest{}
+	mi := &file_decree_v1_driver_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewLeaseRequest) ProtoMessage() {}
+
+func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_driver_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
+func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_driver_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RenewLeaseRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *RenewLeaseRequest) GetDeadlineMonotonicNs() int64 {
+	if x != nil {
+		return x.DeadlineMonotonicNs
+	}
+	return 0
+}
+
+type RenewLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewLeaseResponse) Reset() {
+	*x = RenewLeaseResponse{}
+	mi := &file_decree_v1_driver_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewLeaseResponse) ProtoMessage() {}
+
+func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_driver_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
+func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_driver_proto_rawDescGZIP(), []int{10}
+}
+
 var File_decree_v1_driver_proto protoreflect.FileDescriptor
 
 const file_decree_v1_driver_proto_rawDesc = "" +
@@ -616,7 +719,7 @@ const file_decree_v1_driver_proto_rawDesc = "" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x124\n" +
 	"\n" +
 	"parameters\x18\x02 \x03(\v2\x14.decree.v1.ParameterR\n" +
-	"parameters\"\x91\x04\n" +
+	"parameters\"\xd0\x04\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12!\n" +
 	"\froutine_path\x18\x02 \x01(\tR\vroutinePath\x12\x18\n" +
@@ -628,7 +731,9 @@ const file_decree_v1_driver_proto_rawDesc = "" +
 	"\atimeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\atimeout\x128\n" +
 	"\n" +
 	"kill_grace\x18\b \x01(\v2\x19.google.protobuf.DurationR\tkillGrace\x12'\n" +
-	"\x0fnotebook_engine\x18\t \x01(\tR\x0enotebookEngine\x1a9\n" +
+	"\x0fnotebook_engine\x18\t \x01(\tR\x0enotebookEngine\x12=\n" +
+	"\x1blease_deadline_monotonic_ns\x18\n" +
+	" \x01(\x03R\x18leaseDeadlineMonotonicNs\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -646,12 +751,18 @@ const file_decree_v1_driver_proto_rawDesc = "" +
 	"\vStopRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12/\n" +
 	"\x05grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"\x0e\n" +
-	"\fStopResponse2\x93\x02\n" +
+	"\fStopResponse\"j\n" +
+	"\x11RenewLeaseRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x122\n" +
+	"\x15deadline_monotonic_ns\x18\x02 \x01(\x03R\x13deadlineMonotonicNs\"\x14\n" +
+	"\x12RenewLeaseResponse2\xde\x02\n" +
 	"\rDriverService\x12C\n" +
 	"\bDescribe\x12\x1a.decree.v1.DescribeRequest\x1a\x1b.decree.v1.DescribeResponse\x12@\n" +
 	"\aInspect\x12\x19.decree.v1.InspectRequest\x1a\x1a.decree.v1.InspectResponse\x12B\n" +
 	"\aExecute\x12\x19.decree.v1.ExecuteRequest\x1a\x1a.decree.v1.ExecuteResponse0\x01\x127\n" +
-	"\x04Stop\x12\x16.decree.v1.StopRequest\x1a\x17.decree.v1.StopResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
+	"\x04Stop\x12\x16.decree.v1.StopRequest\x1a\x17.decree.v1.StopResponse\x12I\n" +
+	"\n" +
+	"RenewLease\x12\x1c.decree.v1.RenewLeaseRequest\x1a\x1d.decree.v1.RenewLeaseResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
 
 var (
 	file_decree_v1_driver_proto_rawDescOnce sync.Once
@@ -665,7 +776,7 @@ func file_decree_v1_driver_proto_rawDescGZIP() []byte {
 	return file_decree_v1_driver_proto_rawDescData
 }
 
-var file_decree_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_decree_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_decree_v1_driver_proto_goTypes = []any{
 	(*DescribeRequest)(nil),     // 0: decree.v1.DescribeRequest
 	(*DescribeResponse)(nil),    // 1: decree.v1.DescribeResponse
@@ -676,31 +787,35 @@ var file_decree_v1_driver_proto_goTypes = []any{
 	(*ExecuteResponse)(nil),     // 6: decree.v1.ExecuteResponse
 	(*StopRequest)(nil),         // 7: decree.v1.StopRequest
 	(*StopResponse)(nil),        // 8: decree.v1.StopResponse
-	nil,                         // 9: decree.v1.ExecuteRequest.ParamsEntry
-	nil,                         // 10: decree.v1.ExecuteRequest.EnvEntry
-	(*Parameter)(nil),           // 11: decree.v1.Parameter
-	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
-	(*ExitStatus)(nil),          // 13: decree.v1.ExitStatus
+	(*RenewLeaseRequest)(nil),   // 9: decree.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),  // 10: decree.v1.RenewLeaseResponse
+	nil,                         // 11: decree.v1.ExecuteRequest.ParamsEntry
+	nil,                         // 12: decree.v1.ExecuteRequest.EnvEntry
+	(*Parameter)(nil),           // 13: decree.v1.Parameter
+	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
+	(*ExitStatus)(nil),          // 15: decree.v1.ExitStatus
 }
 var file_decree_v1_driver_proto_depIdxs = []int32{
-	11, // 0: decree.v1.InspectResponse.parameters:type_name -> decree.v1.Parameter
-	9,  // 1: decree.v1.ExecuteRequest.params:type_name -> decree.v1.ExecuteRequest.ParamsEntry
-	10, // 2: decree.v1.ExecuteRequest.env:type_name -> decree.v1.ExecuteRequest.EnvEntry
-	12, // 3: decree.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	12, // 4: decree.v1.ExecuteRequest.kill_grace:type_name -> google.protobuf.Duration
-	13, // 5: decree.v1.ExecuteResponse.exit:type_name -> decree.v1.ExitStatus
+	13, // 0: decree.v1.InspectResponse.parameters:type_name -> decree.v1.Parameter
+	11, // 1: decree.v1.ExecuteRequest.params:type_name -> decree.v1.ExecuteRequest.ParamsEntry
+	12, // 2: decree.v1.ExecuteRequest.env:type_name -> decree.v1.ExecuteRequest.EnvEntry
+	14, // 3: decree.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	14, // 4: decree.v1.ExecuteRequest.kill_grace:type_name -> google.protobuf.Duration
+	15, // 5: decree.v1.ExecuteResponse.exit:type_name -> decree.v1.ExitStatus
 	5,  // 6: decree.v1.ExecuteResponse.started:type_name -> decree.v1.ExecutionStarted
-	12, // 7: decree.v1.StopRequest.grace:type_name -> google.protobuf.Duration
+	14, // 7: decree.v1.StopRequest.grace:type_name -> google.protobuf.Duration
 	0,  // 8: decree.v1.DriverService.Describe:input_type -> decree.v1.DescribeRequest
 	2,  // 9: decree.v1.DriverService.Inspect:input_type -> decree.v1.InspectRequest
 	4,  // 10: decree.v1.DriverService.Execute:input_type -> decree.v1.ExecuteRequest
 	7,  // 11: decree.v1.DriverService.Stop:input_type -> decree.v1.StopRequest
-	1,  // 12: decree.v1.DriverService.Describe:output_type -> decree.v1.DescribeResponse
-	3,  // 13: decree.v1.DriverService.Inspect:output_type -> decree.v1.InspectResponse
-	6,  // 14: decree.v1.DriverService.Execute:output_type -> decree.v1.ExecuteResponse
-	8,  // 15: decree.v1.DriverService.Stop:output_type -> decree.v1.StopResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
+	9,  // 12: decree.v1.DriverService.RenewLease:input_type -> decree.v1.RenewLeaseRequest
+	1,  // 13: decree.v1.DriverService.Describe:output_type -> decree.v1.DescribeResponse
+	3,  // 14: decree.v1.DriverService.Inspect:output_type -> decree.v1.InspectResponse
+	6,  // 15: decree.v1.DriverService.Execute:output_type -> decree.v1.ExecuteResponse
+	8,  // 16: decree.v1.DriverService.Stop:output_type -> decree.v1.StopResponse
+	10, // 17: decree.v1.DriverService.RenewLease:output_type -> decree.v1.RenewLeaseResponse
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -723,7 +838,7 @@ func file_decree_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_driver_proto_rawDesc), len(file_decree_v1_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DriverService_Describe_FullMethodName = "/decree.v1.DriverService/Describe"
-	DriverService_Inspect_FullMethodName  = "/decree.v1.DriverService/Inspect"
-	DriverService_Execute_FullMethodName  = "/decree.v1.DriverService/Execute"
-	DriverService_Stop_FullMethodName     = "/decree.v1.DriverService/Stop"
+	DriverService_Describe_FullMethodName   = "/decree.v1.DriverService/Describe"
+	DriverService_Inspect_FullMethodName    = "/decree.v1.DriverService/Inspect"
+	DriverService_Execute_FullMethodName    = "/decree.v1.DriverService/Execute"
+	DriverService_Stop_FullMethodName       = "/decree.v1.DriverService/Stop"
+	DriverService_RenewLease_FullMethodName = "/decree.v1.DriverService/RenewLease"
 )
 
 // DriverServiceClient is the client API for DriverService service.
@@ -45,6 +46,9 @@ type DriverServiceClient interface {
 	// Stop ends a running execution: SIGTERM to its process group, SIGKILL
 	// after the grace period.
 	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*StopResponse, error)
+	// RenewLease moves an execution's lease deadline (see
+	// ExecuteRequest.lease_deadline_monotonic_ns) later.
+	RenewLease(ctx context.Context, in *RenewLeaseRequest, opts ...grpc.CallOption) (*RenewLeaseResponse, error)
 }
 
 type driverServiceClient struct {
@@ -104,6 +108,16 @@ func (c *driverServiceClient) Stop(ctx context.Context, in *StopRequest, opts ..
 	return out, nil
 }
 
+func (c *driverServiceClient) RenewLease(ctx context.Context, in *RenewLeaseRequest, opts ...grpc.CallOption) (*RenewLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewLeaseResponse)
+	err := c.cc.Invoke(ctx, DriverService_RenewLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DriverServiceServer is the server API for DriverService service.
 // All implementations must embed UnimplementedDriverServiceServer
 // for forward compatibility.
@@ -124,6 +138,9 @@ type DriverServiceServer interface {
 	// Stop ends a running execution: SIGTERM to its process group, SIGKILL
 	// after the grace period.
 	Stop(context.Context, *StopRequest) (*StopResponse, error)
+	// RenewLease moves an execution's lease deadline (see
+	// ExecuteRequest.lease_deadline_monotonic_ns) later.
+	RenewLease(context.Context, *RenewLeaseRequest) (*RenewLeaseResponse, error)
 	mustEmbedUnimplementedDriverServiceServer()
 }
 
@@ -145,6 +162,9 @@ func (UnimplementedDriverServiceServer) Execute(*ExecuteRequest, grpc.ServerStre
 }
 func (UnimplementedDriverServiceServer) Stop(context.Context, *StopRequest) (*StopResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stop not implemented")
+}
+func (UnimplementedDriverServiceServer) RenewLease(context.Context, *RenewLeaseRequest) (*RenewLeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewLease not implemented")
 }
 func (UnimplementedDriverServiceServer) mustEmbedUnimplementedDriverServiceServer() {}
 func (UnimplementedDriverServiceServer) testEmbeddedByValue()                       {}
@@ -232,6 +252,24 @@ func _DriverService_Stop_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DriverService_RenewLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServiceServer).RenewLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DriverService_RenewLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServiceServer).RenewLease(ctx, req.(*RenewLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DriverService_ServiceDesc is the grpc.ServiceDesc for DriverService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +288,10 @@ var DriverService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stop",
 			Handler:    _DriverService_Stop_Handler,
+		},
+		{
+			MethodName: "RenewLease",
+			Handler:    _DriverService_RenewLease_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -16,15 +16,25 @@
 // died or cancelled), on SIGTERM, and when the host shuts the plugin down.
 // Each execution first reports its process group to the host, so that if
 // the plugin itself is killed (SIGKILL, a crash) the host kills the group.
+//
+// Fencing: routines started through pkg/driver/proc run under a
+// per-attempt supervisor (pkg/supervisor) that owns their whole process
+// tree. The host passes the attempt's lease deadline in the Execute request
+// and moves it with RenewLease; the supervisor kills the tree when it
+// passes, even if the host says nothing more (stopped or hung). When the
+// host dies, its pipe (plugin.HostFDEnv) reaches end-of-file and the plugin
+// exits at once, so every supervisor it started kills its tree.
 package sdk
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +44,7 @@ import (
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/driver/plugin"
 	"github.com/decreehq/decree/pkg/routine"
+	"github.com/decreehq/decree/pkg/supervisor"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -57,6 +68,7 @@ type Options struct {
 // while routines are still running.
 func Serve(d driver.Driver, opts Options) {
 	s := NewServer(d, opts)
+	go exitWithHost()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	go func() {
@@ -72,6 +84,20 @@ func Serve(d driver.Driver, opts Options) {
 	s.StopAll(ShutdownGrace)
 }
 
+// exitWithHost ends the plugin at once when the host pipe (see
+// plugin.HostFDEnv) reaches end-of-file: the host died. The supervisors of
+// running routines then see their control pipes close and kill every
+// process of them.
+func exitWithHost() {
+	fd, err := strconv.Atoi(os.Getenv(plugin.HostFDEnv))
+	if err != nil || fd < 3 {
+		return // an older host: no pipe
+	}
+	f := os.NewFile(uintptr(fd), "host")
+	_, _ = io.Copy(io.Discard, f)
+	os.Exit(3)
+}
+
 // Server implements decreev1.DriverServiceServer over a driver.Driver.
 type Server struct {
 	decreev1.UnimplementedDriverServiceServer
@@ -80,6 +106,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	running map[string]driver.Handle
+	leases  map[string]*supervisor.Lease
 	// early holds Stop requests that arrived for an execution id whose
 	// routine was still being started (the host may see the routine's
 	// effects before Execute has registered it).
@@ -88,7 +115,7 @@ type Server struct {
 
 // NewServer wraps d; most plugins just call Serve.
 func NewServer(d driver.Driver, opts Options) *Server {
-	return &Server{d: d, opts: opts, running: map[string]driver.Handle{}, early: map[string]time.Duration{}}
+	return &Server{d: d, opts: opts, running: map[string]driver.Handle{}, leases: map[string]*supervisor.Lease{}, early: map[string]time.Duration{}}
 }
 
 // Describe implements DriverService.
@@ -141,7 +168,17 @@ func (s *Server) Execute(req *decreev1.ExecuteRequest, stream decreev1.DriverSer
 		return fmt.Errorf("execution id %q is empty or already running", id)
 	}
 	s.running[id] = nil // reserved: a Stop from now on is remembered
+	if d := req.GetLeaseDeadlineMonotonicNs(); d != 0 {
+		l := supervisor.NewLeaseMonotonic(d)
+		s.leases[id] = l
+		cfg.Fence = &supervisor.Fence{Lease: l}
+	}
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.leases, id)
+		s.mu.Unlock()
+	}()
 	h, err := s.d.Start(ctx, cfg)
 	if err != nil {
 		s.mu.Lock()
@@ -223,6 +260,18 @@ func (s *Server) Stop(_ context.Context, req *decreev1.StopRequest) (*decreev1.S
 		return nil, err
 	}
 	return &decreev1.StopResponse{}, nil
+}
+
+// RenewLease implements DriverService: it moves the execution's lease
+// deadline, which the routine's supervisor enforces.
+func (s *Server) RenewLease(_ context.Context, req *decreev1.RenewLeaseRequest) (*decreev1.RenewLeaseResponse, error) {
+	s.mu.Lock()
+	l := s.leases[req.GetExecutionId()]
+	s.mu.Unlock()
+	if l != nil {
+		l.ExtendMonotonic(req.GetDeadlineMonotonicNs())
+	}
+	return &decreev1.RenewLeaseResponse{}, nil
 }
 
 // StopAll stops every running routine and waits until each has exited.
