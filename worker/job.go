@@ -139,8 +139,19 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 	if st.Duration == nil {
 		st.Duration = durationpb.New(time.Since(start))
 	}
-	if cause := context.Cause(jobCtx); cause != nil && jobCtx.Err() != nil && st.Error == "" && !st.TimedOut {
-		st.Error = "stopped: " + cause.Error()
+	if deadline != nil && deadline.Remaining() <= 0 && jobCtx.Err() == nil {
+		// The supervisor killed the work at the lease deadline before the
+		// worker's own check noticed: say why.
+		cancel(fmt.Errorf("the lease expired: no heartbeat renewed it in time (lease TTL %s)", time.Duration(w.leaseTTL.Load())))
+	}
+	if cause := context.Cause(jobCtx); cause != nil && jobCtx.Err() != nil && !st.TimedOut {
+		// Why the work was stopped comes first; what the stop caused
+		// (a signal, a refused write) follows.
+		if st.Error == "" {
+			st.Error = "stopped: " + cause.Error()
+		} else {
+			st.Error = "stopped: " + cause.Error() + "; " + st.Error
+		}
 	}
 
 	if uerr := <-upDone; uerr != nil {
