@@ -87,6 +87,7 @@ func serve() int {
 	go readCommands(in, cmds)
 	s := &tree{self: os.Getpid(), main: p.Pid}
 	status := s.run(req, cmds, children, terms)
+	s.reapAll()
 	fmt.Fprintf(report, "R %d\n", uint32(status))
 	return 0
 }
@@ -212,6 +213,21 @@ func (t *tree) reap() {
 		}
 		if pid == t.main {
 			t.mainDone, t.status = true, ws
+		}
+	}
+}
+
+// reapAll waits for every remaining child (all are dead or dying) until
+// none is left, so that no zombie of the tree outlives the report.
+func (t *tree) reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil { // ECHILD: none left
+			return
 		}
 	}
 }
