@@ -137,7 +137,9 @@ func (t *tree) run(req request, cmds <-chan command, children, terms <-chan os.S
 	terminate := func(grace time.Duration) {
 		if !terminating {
 			terminating = true
-			t.signalAll(syscall.SIGTERM)
+			if t.reap() {
+				t.signalAll(syscall.SIGTERM)
+			}
 		}
 		if killAt == nil || grace <= 0 {
 			killAt = time.After(max(grace, 0))
@@ -145,11 +147,12 @@ func (t *tree) run(req request, cmds <-chan command, children, terms <-chan os.S
 		poll = ticker.C
 	}
 	for {
-		t.reap()
+		remain := t.reap()
 		if t.mainDone && !terminating {
 			terminate(req.Grace)
+			remain = t.reap()
 		}
-		if t.mainDone && terminating && len(t.descendants()) == 0 {
+		if t.mainDone && !remain {
 			return t.status
 		}
 		select {
@@ -178,12 +181,10 @@ func (t *tree) run(req request, cmds <-chan command, children, terms <-chan os.S
 // process and returns its status.
 func (t *tree) killAll() syscall.WaitStatus {
 	for {
-		t.reap()
-		ds := t.descendants()
-		if len(ds) == 0 && t.mainDone {
-			return t.status
+		if !t.reap() {
+			return t.status // no child left: no descendant either
 		}
-		for _, pid := range ds {
+		for _, pid := range t.descendants() {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		time.Sleep(time.Millisecond)
@@ -200,18 +201,22 @@ func (t *tree) signalAll(sig syscall.Signal) {
 }
 
 // reap collects every exited child (orphans are reparented here), noting
-// the main process's status.
-func (t *tree) reap() {
+// the main process's status, and reports whether children remain. As the
+// supervisor is a subreaper, every live descendant has a live parent chain
+// up to it: no child left means no descendant left, which the kernel
+// tells exactly (ECHILD), without a look at /proc.
+func (t *tree) reap() (remain bool) {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if err == syscall.EINTR {
+		switch {
+		case err == syscall.EINTR:
 			continue
-		}
-		if pid <= 0 || err != nil {
-			return
-		}
-		if pid == t.main {
+		case err != nil: // ECHILD
+			return false
+		case pid == 0:
+			return true
+		case pid == t.main:
 			t.mainDone, t.status = true, ws
 		}
 	}
@@ -232,9 +237,51 @@ func (t *tree) reapAll() {
 	}
 }
 
-// descendants lists the live (not zombie) processes whose parent chain
-// leads to the supervisor.
+// descendants lists the processes whose parent chain leads to the
+// supervisor, following /proc/PID/task/TID/children from the supervisor
+// down; when that finds none while children remain (the kernel's lists
+// may miss a process being reparented), it scans all of /proc.
 func (t *tree) descendants() []int {
+	var out []int
+	queue := []int{t.self}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range childrenOf(p) {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	if len(out) == 0 {
+		return t.scan()
+	}
+	return out
+}
+
+// childrenOf reads the children of every thread of pid.
+func childrenOf(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// scan lists the live (not zombie) descendants from a walk of all of /proc.
+func (t *tree) scan() []int {
 	kids := map[int][]int{}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {

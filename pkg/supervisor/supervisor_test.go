@@ -46,9 +46,8 @@ func helperWorker(script string) {
 // detached is a routine whose background child leaves the session
 // (setsid) and writes its pid, then a line every 20ms, into dir.
 func detached(dir string) string {
-	return fmt.Sprintf(`setsid bash -c 'echo $$ > %[1]s/gc.pid; while :; do echo tick >> %[1]s/ticks; sleep 0.02; done' &
-while [ ! -s %[1]s/gc.pid ]; do sleep 0.01; done
-echo started
+	return fmt.Sprintf(`echo started
+setsid bash -c 'echo $$ > %[1]s/gc.pid.tmp; mv %[1]s/gc.pid.tmp %[1]s/gc.pid; while :; do echo tick >> %[1]s/ticks; sleep 0.02; done' &
 wait`, dir)
 }
 
