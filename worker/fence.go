@@ -92,7 +92,7 @@ func holdLock(ws, id string, log *slog.Logger) (*os.File, error) {
 	}
 	fd := int(f.Fd())
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
-		log.Warn("waiting for the routines of a previous process of this worker to be stopped", "lock", path)
+		log.Warn("waiting for the lock of worker "+id+": the routines of its previous process are being stopped, or another worker process with this id runs in this workspace (give each worker its own --id)", "lock", path)
 		err = flockRetry(fd, unix.LOCK_EX)
 		if err != nil {
 			f.Close()

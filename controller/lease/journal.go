@@ -8,8 +8,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-
-	"github.com/decreehq/decree/pkg/fsutil"
 )
 
 // The journal makes a controller restart safe. It lists the leases that are
@@ -133,7 +131,15 @@ func (m *Manager) writeJournalLocked() {
 		j.Leases = []journalEntry{}
 	}
 	b, _ := json.Marshal(j)
-	if err := fsutil.WriteFileAtomic(m.opts.Journal, append(b, '\n'), 0o644); err != nil {
+	// Replaced by rename without fsync: it must survive the controller's
+	// crash, not the machine's (whose local workers die with it), and it
+	// is written twice per attempt.
+	tmp := m.opts.Journal + ".tmp"
+	err := os.WriteFile(tmp, append(b, '\n'), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, m.opts.Journal)
+	}
+	if err != nil {
 		m.log.Error("could not write the lease journal; a restart after a crash may not wait for running attempts", "path", m.opts.Journal, "err", err)
 	}
 }
