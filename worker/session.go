@@ -129,7 +129,7 @@ func (w *worker) session(ctx context.Context) (healthy bool, _ error) {
 func (w *worker) heartbeats(ctx context.Context, end context.CancelCauseFunc, sid string, interval time.Duration, beat *atomic.Bool) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	first := true // at once: renews held leases, tells a restarted controller what runs
+	first := len(w.leases.tokens()) > 0 // renew at once after a reconnect
 	for {
 		if !first {
 			select {

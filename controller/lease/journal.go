@@ -19,7 +19,9 @@ import (
 // fence margin has passed: by then every such process has been killed by
 // its supervisor, whose deadline cannot be later than the old
 // controller's expiry of the lease. Unknown tokens in heartbeats are
-// answered with "stop" as always.
+// answered with "stop" as always. A worker heartbeats at once after
+// registering when it still holds leases, else after one heartbeat
+// interval, and at once after work stopped by the controller.
 
 // JournalFile is the journal's name in the controller's .decree directory.
 const JournalFile = "leases.json"
