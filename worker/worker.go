@@ -27,6 +27,14 @@
 // pkg/driver/proc too, with the assignment's stdin; their stdout is the
 // answer (at most 1 MiB) and their stderr the log.
 //
+// Fencing. Work starts only once the controller has renewed its lease, and
+// every process of it runs under a per-attempt supervisor (pkg/supervisor)
+// that kills the whole tree when the worker dies or when the lease's
+// deadline (last renewing heartbeat's send time plus the TTL) passes; see
+// fence.go. Executors other than the default one get the deadline from
+// their context only through the default executor's drivers, so they are
+// not fenced.
+//
 // Identity. Without Options.WorkerID the worker uses "<hostname>-<8 hex>",
 // created once and kept in <workspace>/.decree/worker-id so a restarted
 // worker resumes its identity. Two workers sharing one workspace must
