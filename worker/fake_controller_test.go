@@ -31,6 +31,10 @@ type fakeController struct {
 
 	inPlace   bool
 	heartbeat time.Duration
+	// leaseTTL is what workers are told (5s: heartbeats are slow under the
+	// race detector on a loaded machine, and the supervisor kills work at
+	// the lease deadline); lease tests shorten it.
+	leaseTTL time.Duration
 	keepData  bool // store log bytes (else only size and hash)
 	// failHeartbeats makes every heartbeat fail as if the controller could
 	// not be reached.
@@ -73,6 +77,7 @@ func newFakeController() *fakeController {
 	return &fakeController{
 		inPlace:     true,
 		heartbeat:   50 * time.Millisecond,
+		leaseTTL:    5 * time.Second,
 		keepData:    true,
 		assignments: make(chan *decreev1.Assignment, 16),
 		completed:   make(chan *decreev1.CompleteAssignmentRequest, 16),
@@ -97,7 +102,7 @@ func (f *fakeController) RegisterWorker(_ context.Context, req *decreev1.Registe
 	return &decreev1.RegisterWorkerResponse{
 		SessionId:         fmt.Sprintf("session-%d", len(f.registrations)),
 		HeartbeatInterval: durationpb.New(f.heartbeat),
-		LeaseTtl:          durationpb.New(10 * f.heartbeat),
+		LeaseTtl:          durationpb.New(f.leaseTTL),
 		InPlace:           f.inPlace,
 	}, nil
 }

@@ -591,7 +591,8 @@ func TestUnconfirmedLeaseIsNotRun(t *testing.T) {
 	testtool.Require(t, "bash")
 	ws := workspace(t, map[string]string{"long": "echo ran > ran.txt"})
 	fake := newFakeController()
-	fake.failHeartbeats = true // lease TTL is 10 heartbeats = 500ms
+	fake.leaseTTL = 500 * time.Millisecond
+	fake.failHeartbeats = true
 	startServer(t, sockOf(ws), fake)
 	fake.assign(routineAssignment("lease-unconfirmed", "long"))
 	runWorker(t, worker.Options{Workspace: ws})
@@ -611,6 +612,7 @@ func TestLeaseNotRenewedStopsWork(t *testing.T) {
 	testtool.Require(t, "setsid")
 	ws := workspace(t, map[string]string{"long": "setsid bash -c 'echo $$ > gc.pid; sleep 300' &\necho working; sleep 300"})
 	fake := newFakeController()
+	fake.leaseTTL = 500 * time.Millisecond
 	startServer(t, sockOf(ws), fake)
 	fake.assign(routineAssignment("lease-fence", "long"))
 	runWorker(t, worker.Options{Workspace: ws, Executor: worker.NewDefaultExecutor(worker.ExecOptions{Grace: 5 * time.Second})})
@@ -623,7 +625,7 @@ func TestLeaseNotRenewedStopsWork(t *testing.T) {
 	gc, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	t.Cleanup(func() { _ = syscall.Kill(gc, syscall.SIGKILL) })
 	fake.mu.Lock()
-	fake.failHeartbeats = true // lease TTL is 10 heartbeats = 500ms
+	fake.failHeartbeats = true
 	fake.mu.Unlock()
 	cut := time.Now()
 	c := waitCompletion(t, fake, 20*time.Second)
