@@ -35,7 +35,7 @@ type fakeController struct {
 	// race detector on a loaded machine, and the supervisor kills work at
 	// the lease deadline); lease tests shorten it.
 	leaseTTL time.Duration
-	keepData  bool // store log bytes (else only size and hash)
+	keepData bool // store log bytes (else only size and hash)
 	// failHeartbeats makes every heartbeat fail as if the controller could
 	// not be reached.
 	failHeartbeats bool
