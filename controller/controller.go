@@ -72,6 +72,11 @@ type Options struct {
 	// routine that no connected worker can run is dead-lettered at once
 	// instead of waiting (see pipeline.Deps.FixedWorkers).
 	FixedWorkers bool
+	// OwnChainsOnly processes only the chains submitted to this controller
+	// (and everything once a process job starts): decreectl's embedded
+	// controller behind `run` never touches other queued messages (see
+	// pipeline.Deps.OwnChainsOnly).
+	OwnChainsOnly bool
 }
 
 // Controller serves one project.
@@ -115,6 +120,11 @@ func New(opts Options) (*Controller, error) {
 	if err := c.open(); err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if opts.NoProcessing {
+		// Work submitted here would never run: refuse it, so that a
+		// client goes to the next controller instead.
+		c.pipe.Stop()
 	}
 	return c, nil
 }
@@ -168,7 +178,7 @@ func (c *Controller) open() error {
 	c.pipe = pipeline.New(pipeline.Deps{
 		Store: st, Sched: sch, Events: ev, Leases: leases, Checkpoints: cp, Logs: book,
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
-		FixedWorkers: c.opts.FixedWorkers,
+		FixedWorkers: c.opts.FixedWorkers, OwnChainsOnly: c.opts.OwnChainsOnly,
 	})
 	c.server = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
@@ -182,6 +192,10 @@ func (c *Controller) open() error {
 	reflection.Register(c.server)
 	return nil
 }
+
+// stopGrace is how long Serve waits for the processing loop to end once
+// asked to stop.
+const stopGrace = 10 * time.Second
 
 // Version is the controller's version string.
 var Version = "dev"
@@ -270,7 +284,14 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 	}()
 	<-ctx.Done()
 	c.health.Shutdown()
-	<-loopDone
+	select {
+	case <-loopDone:
+	case <-time.After(stopGrace):
+		// Never hang a shutdown: the loop is stuck in a call that does not
+		// honour its context. Its attempt stays recorded as running, and
+		// the next controller counts it as interrupted.
+		c.log.Error("the processing loop did not stop within the grace period; stopping anyway", "grace", stopGrace)
+	}
 	c.leases.Close()
 	stopped := make(chan struct{})
 	go func() { c.server.GracefulStop(); close(stopped) }()
@@ -298,8 +319,17 @@ func (c *Controller) Close() error {
 	return nil
 }
 
+// Pipeline exposes the processing loop (for embedding: decreectl waits for
+// the chains other clients submitted before it stops its controller, and
+// reports interrupted attempts).
+func (c *Controller) Pipeline() *pipeline.Pipeline { return c.pipe }
+
 // Store exposes the project store (for tests and embedding).
 func (c *Controller) Store() *store.Store { return c.store }
+
+// ErrLocked is returned (wrapped) by New when another controller holds the
+// project's lock.
+var ErrLocked = errors.New("another controller is already running")
 
 // lockPatience is how long a busy project lock is retried.
 const lockPatience = time.Second
@@ -323,7 +353,7 @@ func lockProject(dot string) (*os.File, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("another controller is already running for %s (it holds .decree/controller.lock); talk to it through .decree/%s", filepath.Dir(dot), SocketName)
+		return nil, fmt.Errorf("%w for %s (it holds .decree/controller.lock); talk to it through .decree/%s", ErrLocked, filepath.Dir(dot), SocketName)
 	}
 	return f, nil
 }

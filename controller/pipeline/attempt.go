@@ -70,6 +70,11 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 			p.warn(ctx, e.ID, "afterEach hook failed: "+hookErr)
 		}
 	}
+	if ctx.Err() != nil {
+		// Stopped by the shutdown, not by the routine: the caller records
+		// the attempt as interrupted.
+		return res, ctx.Err()
+	}
 	if exitCode == 0 && errText == "" {
 		res.ok = true
 	}

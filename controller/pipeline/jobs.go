@@ -93,6 +93,10 @@ func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migrat
 	if dryRun {
 		return migs, "", seq, nil
 	}
+	if p.isStopping() {
+		return nil, "", 0, fmt.Errorf("%w: start processing again once it stopped (decreectl does so by itself)", ErrStopping)
+	}
+	p.processAll()
 	var pending []string
 	for _, m := range migs {
 		if !m.Processed {

@@ -32,6 +32,9 @@ var reservedFields = map[string]bool{"id": true, "chain": true, "seq": true, "me
 // sequence to watch from. Without a name, the name comes from the spec file
 // (input_file), else the router, else "run-<chain>".
 func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uint64, error) {
+	if p.isStopping() {
+		return store.Entry{}, 0, fmt.Errorf("%w: submit the message again once it stopped (decreectl does so by itself)", ErrStopping)
+	}
 	cfg, err := p.d.Config()
 	if err != nil {
 		return store.Entry{}, 0, err
@@ -81,6 +84,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 	if err != nil {
 		return store.Entry{}, 0, err
 	}
+	p.Own(e.Chain)
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: e.File})
 	p.Resume()
 	p.Wake()
@@ -145,6 +149,9 @@ func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.E
 	}
 	for _, e := range entries {
 		if e.ID == idOrFile || e.File == idOrFile || e.File == idOrFile+".md" {
+			if err := p.revertQueued(ctx, e); err != nil {
+				return store.Entry{}, err
+			}
 			p.deadLetter(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason})
 			p.chainMaybeFinished(ctx, e.Chain)
 			p.flushHeld(ctx)
@@ -152,6 +159,46 @@ func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.E
 		}
 	}
 	return store.Entry{}, fmt.Errorf("%w: %q is neither running nor queued", ErrNotFound, idOrFile)
+}
+
+// revertQueued brings the tree back to the checkpoint of a queued message
+// that already ran part of an attempt (an interrupted one), before it is
+// cancelled; a message that never ran has nothing to revert.
+func (p *Pipeline) revertQueued(ctx context.Context, e store.Entry) error {
+	if e.ID == "" {
+		return nil
+	}
+	run, err := p.d.Store.OpenRun(e.ID)
+	if err != nil {
+		return nil // no run directory: it never ran
+	}
+	st := run.State()
+	if len(st.Attempts) == 0 || st.Outcome != "" {
+		return nil
+	}
+	p.mu.Lock()
+	r := p.running
+	p.mu.Unlock()
+	if r != nil {
+		return fmt.Errorf("%w: %s ran partly and its changes must be reverted, but %s is running now; cancel it once that one finished", ErrBusy, e.ID, r.id)
+	}
+	mpath, err := run.Path(manifestFile)
+	if err != nil {
+		return err
+	}
+	manifest, err := checkpoint.ReadManifest(mpath)
+	if err != nil {
+		return fmt.Errorf("cancel %s: read its checkpoint: %w", e.ID, err)
+	}
+	if a, ok := run.Interrupted(); ok {
+		_ = p.writeDiff(ctx, run, manifest, a.N)
+		_ = run.FinishAttempt(a.N, -1, "cancelled after it was interrupted")
+	}
+	if err := p.revert(ctx, run, manifest); err != nil {
+		return fmt.Errorf("cancel %s: %w", e.ID, err)
+	}
+	p.finishRun(ctx, run, store.OutcomeCancelled)
+	return nil
 }
 
 // cancelled reports (and forgets) a cancellation request for id.

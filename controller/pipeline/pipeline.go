@@ -94,6 +94,10 @@ type Deps struct {
 	// attempt. Otherwise such an attempt waits for a capable worker to
 	// connect, with a warning event saying what it waits for.
 	FixedWorkers bool
+	// OwnChainsOnly makes the loop take only messages of chains submitted
+	// to it (Submit, Own) until a process job asks for everything; other
+	// queued messages are left alone (see scope.go).
+	OwnChainsOnly bool
 }
 
 // Pipeline is the processing loop of one project.
@@ -110,6 +114,10 @@ type Pipeline struct {
 	running *running          // the message being processed, if any
 	jobs    map[string]*job
 	cancel  map[string]string // message id -> reason, for CancelMessage
+
+	scope       scope
+	stopping    bool
+	interrupted []Interruption
 }
 
 // running describes the message in progress.
@@ -169,7 +177,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		sel, err := p.d.Sched.Next(sched.NextOptions{})
+		sel, err := p.d.Sched.Next(sched.NextOptions{Chains: p.chainFilter()})
 		if err != nil {
 			p.log.Error("select next message", "err", err)
 			if !p.idle(ctx) {

@@ -37,6 +37,9 @@ func attemptDiffName(n int) string { return fmt.Sprintf("changes.try-%03d.diff",
 func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entry) {
 	log := p.log.With("message", e.ID)
 	rt, reject := p.chooseRoutine(ctx, cfg, e)
+	if ctx.Err() != nil {
+		return // shutting down: the message stays queued, untouched
+	}
 	if reject != nil {
 		p.deadLetterUnrun(ctx, e, *reject)
 		return
@@ -46,6 +49,9 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	maxAttempts := cfg.AttemptsFor(rt.Name)
 	run, err := st.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: maxAttempts})
 	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "RunDirectoryFailed", MessageID: e.ID, Detail: err.Error()})
 		return
 	}
@@ -60,6 +66,9 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_STARTED, MessageId: e.ID, Chain: e.Chain, Routine: rt.Name})
 	manifest, err := p.checkpoint(runCtx, run)
 	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down is no failure of the message: it stays queued
+		}
 		log.Error("checkpoint", "err", err)
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "CheckpointFailed", MessageID: e.ID,
 			Detail: fmt.Sprintf("Taking the checkpoint before the first attempt failed: %v", err)})
@@ -67,9 +76,13 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		return
 	}
 	if a, ok := run.Interrupted(); ok {
-		_ = run.FinishAttempt(a.N, -1, "controller restarted during the attempt")
+		why := "controller restarted during the attempt"
+		if a.Status == store.AttemptInterrupted {
+			why = "interrupted: the controller stopped during the attempt"
+		}
+		_ = run.FinishAttempt(a.N, -1, why)
 		p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
-			Attempt: int32(a.N), ExitCode: -1, Text: "controller restarted during the attempt"})
+			Attempt: int32(a.N), ExitCode: -1, Text: why})
 		if err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
 			log.Error("diff after interrupted attempt", "err", err)
 		}
@@ -85,6 +98,10 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		}
 		if n == maxAttempts && n > 1 {
 			if err := p.revert(runCtx, run, manifest); err != nil {
+				if reason, ok := p.cancelled(e.ID); ok {
+					p.cancelMessage(ctx, e, run, manifest, reason)
+					return
+				}
 				p.haltMessage(ctx, e, run, err)
 				return
 			}
@@ -95,7 +112,11 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		res, err := p.attempt(runCtx, cfg, e, rt, run, n, maxAttempts, manifest)
 		if err != nil {
 			if ctx.Err() != nil {
-				return // shutting down: the attempt stays "running" and is redone after a restart
+				// Shutting down: the attempt is recorded as interrupted,
+				// the message stays queued, the next attempt follows
+				// when a controller processes it again.
+				p.interrupt(run, e.File)
+				return
 			}
 			if reason, ok := p.cancelled(e.ID); ok {
 				p.cancelMessage(ctx, e, run, manifest, reason)
@@ -214,6 +235,12 @@ func (p *Pipeline) exhausted(ctx context.Context, cfg *config.Config, e store.En
 // haltMessage dead-letters a message whose revert failed: the tree no
 // longer matches its checkpoint, which needs a person.
 func (p *Pipeline) haltMessage(ctx context.Context, e store.Entry, run *store.Run, err error) {
+	if ctx.Err() != nil {
+		// The revert was cut short by the shutdown; the next controller
+		// computes it afresh from the checkpoint.
+		p.log.Info("revert interrupted by shutdown", "message", e.ID)
+		return
+	}
 	p.log.Error("revert failed", "message", e.ID, "err", err)
 	p.deadLetter(ctx, e, store.DeadNote{Reason: "RevertFailed", MessageID: e.ID,
 		Detail: fmt.Sprintf("Reverting to the checkpoint failed, so the working tree may not match .decree/runs/%s/manifest.json: %v\nInspect the tree (changes.diff shows the last known change), fix it, then requeue.", e.ID, err)})

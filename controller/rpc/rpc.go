@@ -71,7 +71,7 @@ func Status(err error) error {
 		code = codes.OutOfRange
 	case errors.As(err, &slow):
 		code = codes.ResourceExhausted
-	case errors.Is(err, lease.ErrClosed), errors.Is(err, events.ErrClosed):
+	case errors.Is(err, lease.ErrClosed), errors.Is(err, events.ErrClosed), errors.Is(err, pipeline.ErrStopping):
 		code = codes.Unavailable
 	case errors.Is(err, lease.ErrSuperseded):
 		code = codes.Aborted

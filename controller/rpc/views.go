@@ -9,6 +9,7 @@ import (
 
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -59,6 +60,8 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 		mi := entryInfo(e, state)
 		if busy && e.ID == running {
 			mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
+		} else if n, ok := s.d.Store.InterruptedAttempt(e.ID); ok && e.ID != "" {
+			mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_INTERRUPTED, int32(n)
 		}
 		if e.Err != nil {
 			mi.DeadReason = e.Err.Error()
@@ -71,7 +74,7 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 	}
 	for _, f := range done {
 		mi := &decreev1.MessageInfo{Name: strings.TrimSuffix(f, ".md"), State: decreev1.MessageState_MESSAGE_STATE_DONE}
-		if b, err := os.ReadFile(filepath.Join(s.d.Store.Dir(), store.DoneDir, f)); err == nil {
+		if b, err := fsutil.ReadRegular(filepath.Join(s.d.Store.Dir(), store.DoneDir, f)); err == nil {
 			if m, err := message.Parse(b); err == nil {
 				fillFromMessage(mi, m)
 			}
@@ -198,6 +201,10 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		switch m.GetState() {
 		case decreev1.MessageState_MESSAGE_STATE_QUEUED:
 			resp.Queued++
+		case decreev1.MessageState_MESSAGE_STATE_INTERRUPTED:
+			resp.Queued++
+			m.Body = nil
+			resp.Interrupted = append(resp.Interrupted, m)
 		case decreev1.MessageState_MESSAGE_STATE_RUNNING:
 			m.Body = nil
 			resp.Running = m

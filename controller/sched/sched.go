@@ -56,6 +56,10 @@ type NextOptions struct {
 	// OnlyChain considers messages of this chain only (as `decree run`
 	// does for the chain it started).
 	OnlyChain string
+	// Chains, when set, considers only messages of chains it accepts;
+	// files that are not usable messages are then left alone (not
+	// dead-lettered), as they belong to no chain it was asked for.
+	Chains func(chain string) bool
 }
 
 // Scheduler hands out messages one at a time. It is safe for concurrent
@@ -134,9 +138,12 @@ func (s *Scheduler) Next(opts NextOptions) (Selection, error) {
 	var good []store.Entry
 	for _, e := range entries {
 		if e.Err == nil {
-			if opts.OnlyChain == "" || e.Chain == opts.OnlyChain {
+			if (opts.OnlyChain == "" || e.Chain == opts.OnlyChain) && (opts.Chains == nil || opts.Chains(e.Chain)) {
 				good = append(good, e)
 			}
+			continue
+		}
+		if opts.Chains != nil {
 			continue
 		}
 		reason := store.ReasonInvalidMessage
@@ -182,7 +189,13 @@ func (s *Scheduler) Next(opts NextOptions) (Selection, error) {
 func (s *Scheduler) reject(sel *Selection, e store.Entry, note store.DeadNote) error {
 	dead, err := s.st.DeadLetter(e.File, note)
 	if err != nil {
-		return fmt.Errorf("select next message: %w", err)
+		// It cannot be moved away (a read-only inbox, ...): say so once
+		// and skip it from now on, so it blocks nothing behind it.
+		s.st.Skip(e.File)
+		s.opts.Logger.Error("cannot dead-letter a refused inbox file; skipping it", "file", e.File, "err", err)
+		note.Detail = fmt.Sprintf("%s\n\nIt could not be moved to .decree/inbox/dead/ (%v), so it stays in the inbox and is skipped until the controller restarts. Remove or fix it.", note.Detail, err)
+		sel.Rejected = append(sel.Rejected, Rejection{File: e.File, ID: e.ID, Chain: e.Chain, Note: note})
+		return nil
 	}
 	s.opts.Logger.Warn("message dead-lettered", "file", e.File, "reason", note.Reason)
 	sel.Rejected = append(sel.Rejected, Rejection{File: e.File, DeadFile: dead, ID: e.ID, Chain: e.Chain, Note: note})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,12 @@ const (
 	ReasonInvalidMessage   = "InvalidMessage"
 	ReasonInvalidFollowUp  = "InvalidFollowUp"
 	ReasonMaxDepthExceeded = "MaxDepthExceeded"
+	// ReasonUnsafeFileName: the file's name holds control characters; it
+	// is dead-lettered under a safe name, the note naming the original.
+	ReasonUnsafeFileName = "UnsafeFileName"
+	// ReasonNotRegularFile: a FIFO, device, socket or symlink; it is moved
+	// away without ever being opened.
+	ReasonNotRegularFile = "NotRegularFile"
 )
 
 // isMessageFile reports whether a directory entry of the inbox is a message:
@@ -83,12 +90,19 @@ func (s *Store) ListInbox() ([]Entry, error) {
 			continue
 		}
 		e := Entry{File: de.Name()}
+		if s.skipped[e.File] {
+			continue // refused before and could not be moved away
+		}
 		if info, err := de.Info(); err == nil {
 			e.ModTime = info.ModTime()
 		}
-		if !de.Type().IsRegular() {
-			e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage,
-				Err: errors.New("not a regular file (a symlink or a device); put the message's content in a plain file")}
+		switch {
+		case message.CheckName(e.File) != nil:
+			e.Err = &BadMessageError{File: e.File, Reason: ReasonUnsafeFileName,
+				Err: fmt.Errorf("the file name %q holds control characters; it was not read. Give the message a plain name", e.File)}
+		case !de.Type().IsRegular():
+			e.Err = &BadMessageError{File: e.File, Reason: ReasonNotRegularFile,
+				Err: fmt.Errorf("it is a %s, not a regular file; it was not opened. Put the message's content in a plain file", fsutil.FileKind(de.Type()))}
 		}
 		out = append(out, e)
 	}
@@ -127,9 +141,13 @@ func sortEntries(es []Entry) {
 // chain when the message has none.
 func (s *Store) loadInboxEntry(e *Entry) {
 	p := s.path(InboxDir, e.File)
-	data, err := os.ReadFile(p)
+	data, err := fsutil.ReadRegular(p)
 	if err != nil {
-		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
+		reason := ReasonInvalidMessage
+		if errors.Is(err, fsutil.ErrNotRegular) {
+			reason = ReasonNotRegularFile
+		}
+		e.Err = &BadMessageError{File: e.File, Reason: reason, Err: fmt.Errorf("it cannot be read: %w", err)}
 		return
 	}
 	m, err := message.Parse(data)
@@ -310,9 +328,13 @@ func (s *Store) freeName(dir, file string) string {
 
 // DeadLetter moves inbox/<file> to inbox/dead/, byte for byte, with a note
 // saying why, and returns the name it got there.
+//
+// file may be a name that CheckName refuses (control characters): it is
+// moved under a safe name (see deadLetterLocked). It must still be a single
+// name inside the inbox.
 func (s *Store) DeadLetter(file string, note DeadNote) (string, error) {
-	if err := checkMessageFile(file); err != nil {
-		return "", fmt.Errorf("dead-letter message: %w", err)
+	if file == "" || file == "." || file == ".." || strings.ContainsRune(file, '/') {
+		return "", fmt.Errorf("dead-letter message: %w: %q is not a file name in the inbox", fsutil.ErrUnsafePath, file)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -320,14 +342,38 @@ func (s *Store) DeadLetter(file string, note DeadNote) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_ = os.Remove(s.path(InboxDir, file+NoteSuffix))
+	if message.CheckName(file) == nil {
+		_ = os.Remove(s.path(InboxDir, file+NoteSuffix))
+	}
 	return name, nil
+}
+
+// Skip makes ListInbox ignore inbox/<file> from now on (until the
+// controller restarts): a file that had to be refused but could not be
+// moved to dead/. It is reported once by the caller, then left alone.
+func (s *Store) Skip(file string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.skipped == nil {
+		s.skipped = map[string]bool{}
+	}
+	s.skipped[file] = true
 }
 
 // deadLetterLocked moves src into dead/ under file (or a free variant),
 // writing the note first. s.mu is held.
+//
+// A file name with control characters (or no ".md") gets a safe name in
+// dead/, and the note records the original one.
 func (s *Store) deadLetterLocked(src, file string, note DeadNote) (string, error) {
-	target := s.freeName(DeadDir, file)
+	safe := fsutil.SafeName(file)
+	if !isMessageFile(safe) {
+		safe = strings.TrimPrefix(safe, ".") + ".md"
+	}
+	if safe != file {
+		note.Original = file
+	}
+	target := s.freeName(DeadDir, safe)
 	if note.Time.IsZero() {
 		note.Time = s.now()
 	}
@@ -407,10 +453,12 @@ func (s *Store) ListDead() ([]DeadEntry, error) {
 			continue
 		}
 		d := DeadEntry{File: de.Name()}
-		if d.Content, err = os.ReadFile(filepath.Join(dir, d.File)); err != nil {
-			return nil, fmt.Errorf("read dead letter %s: %w", d.File, err)
+		if de.Type().IsRegular() {
+			// Never opens a FIFO or device moved here; content stays nil
+			// for such files and for files that cannot be read.
+			d.Content, _ = fsutil.ReadRegular(filepath.Join(dir, d.File))
 		}
-		if note, err := os.ReadFile(filepath.Join(dir, d.File+NoteSuffix)); err == nil {
+		if note, err := fsutil.ReadRegular(filepath.Join(dir, d.File+NoteSuffix)); err == nil {
 			d.Note = parseNote(note)
 		}
 		out = append(out, d)
@@ -441,6 +489,9 @@ type DeadNote struct {
 	Reason string
 	// MessageID is the message's id when known.
 	MessageID string
+	// Original is the file's name when it was dead-lettered under another,
+	// safe name (its own held control characters).
+	Original string
 	// Time is when it happened (now when zero).
 	Time time.Time
 	// Detail is free text for people: what failed and what to do.
@@ -453,6 +504,9 @@ func (n DeadNote) render(loc *time.Location) []byte {
 	fmt.Fprintf(&b, "reason: %s\n", oneLine(n.Reason))
 	if n.MessageID != "" {
 		fmt.Fprintf(&b, "message_id: %s\n", oneLine(n.MessageID))
+	}
+	if n.Original != "" {
+		fmt.Fprintf(&b, "original_name: %s\n", strconv.Quote(n.Original))
 	}
 	fmt.Fprintf(&b, "time: %s\n", n.Time.In(loc).Format(time.RFC3339))
 	b.WriteString("\n")
@@ -476,6 +530,8 @@ func parseNote(data []byte) DeadNote {
 			n.Reason = v
 		case "message_id":
 			n.MessageID = v
+		case "original_name":
+			n.Original, _ = strconv.Unquote(v)
 		case "time":
 			n.Time, _ = time.Parse(time.RFC3339, v)
 		}

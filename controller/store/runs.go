@@ -29,6 +29,11 @@ const (
 	AttemptRunning   = "running"
 	AttemptSucceeded = "succeeded"
 	AttemptFailed    = "failed"
+	// AttemptInterrupted is an attempt stopped because its controller
+	// shut down (Ctrl-C of decreectl, SIGTERM): not a failure of the
+	// message. Its partial changes stay in the tree; the next controller
+	// that processes the message goes on with the next attempt.
+	AttemptInterrupted = "interrupted"
 )
 
 // Run outcomes in state.json and run.json.
@@ -228,6 +233,23 @@ func (s *Store) OpenRun(id string) (*Run, error) {
 	return &Run{s: s, id: id, dir: dir, state: st}, nil
 }
 
+// InterruptedAttempt returns the number of the last attempt of message id
+// when that attempt did not end (it was interrupted by a shutdown, or the
+// controller died during it); false when the message has no run or its
+// last attempt ended.
+func (s *Store) InterruptedAttempt(id string) (int, bool) {
+	dir, err := s.RunDir(id)
+	if err != nil {
+		return 0, false
+	}
+	st, err := readState(dir)
+	if err != nil || st.Outcome != "" {
+		return 0, false
+	}
+	a, ok := interruptedAttempt(st)
+	return a.N, ok
+}
+
 func readState(dir string) (RunState, error) {
 	var st RunState
 	data, err := os.ReadFile(filepath.Join(dir, StateFile))
@@ -321,16 +343,34 @@ func replaceFileAtomic(path string, data []byte) error {
 	return fsutil.ReplaceFile(path, data, 0o644)
 }
 
-// Interrupted returns the last attempt when it is still marked running: the
-// controller stopped while it was under way.
+// Interrupted returns the last attempt when it did not end: it is still
+// marked running (the controller died while it was under way) or was
+// recorded as interrupted (the controller shut down).
 func (r *Run) Interrupted() (AttemptState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := len(r.state.Attempts)
-	if n == 0 || r.state.Attempts[n-1].Status != AttemptRunning {
+	return interruptedAttempt(r.state)
+}
+
+func interruptedAttempt(st RunState) (AttemptState, bool) {
+	n := len(st.Attempts)
+	if n == 0 || (st.Attempts[n-1].Status != AttemptRunning && st.Attempts[n-1].Status != AttemptInterrupted) {
 		return AttemptState{}, false
 	}
-	return r.state.Attempts[n-1], true
+	return st.Attempts[n-1], true
+}
+
+// InterruptAttempt records that attempt n was stopped because the
+// controller shut down (AttemptInterrupted), with why.
+func (r *Run) InterruptAttempt(n int, why string) error {
+	return r.Update(func(st *RunState) error {
+		if n < 1 || n > len(st.Attempts) {
+			return fmt.Errorf("run %s has no attempt %d", r.id, n)
+		}
+		a := &st.Attempts[n-1]
+		a.Status, a.Error, a.End = AttemptInterrupted, why, r.s.now()
+		return nil
+	})
 }
 
 // BeginAttempt records the next attempt as running (before it is handed to
@@ -339,7 +379,7 @@ func (r *Run) BeginAttempt() (AttemptState, error) {
 	var a AttemptState
 	err := r.Update(func(st *RunState) error {
 		n := len(st.Attempts)
-		if n > 0 && st.Attempts[n-1].Status == AttemptRunning {
+		if _, open := interruptedAttempt(*st); open {
 			return fmt.Errorf("begin attempt of %s: attempt %d is still running; finish it first", r.id, n)
 		}
 		a = AttemptState{N: n + 1, Status: AttemptRunning, ExitCode: -1, Start: r.s.now(), LogName: LogName("routine", n+1)}

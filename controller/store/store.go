@@ -96,7 +96,8 @@ type Store struct {
 	loc    *time.Location
 	id     string
 
-	mu sync.Mutex // serialises inbox, outbox, dead/, done/ and processed.md changes
+	mu      sync.Mutex      // serialises inbox, outbox, dead/, done/ and processed.md changes
+	skipped map[string]bool // inbox files refused but not movable (Skip)
 }
 
 // Open opens (creating when missing) the .decree/ layout under projectRoot,
@@ -270,7 +271,7 @@ func (s *Store) observeChains() {
 // fileChain returns the chain in a message file's frontmatter, or "" when
 // the file cannot be parsed (such a message never got a chain).
 func fileChain(path string) string {
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadRegular(path)
 	if err != nil {
 		return ""
 	}

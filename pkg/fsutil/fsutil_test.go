@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCheckRelPath(t *testing.T) {
@@ -188,5 +190,56 @@ func TestReplaceSymlink(t *testing.T) {
 	}
 	if err := ReplaceSymlink(filepath.Join(dir, "missing", "link"), "t"); err == nil || !strings.Contains(err.Error(), "create symlink") {
 		t.Errorf("missing directory: %v", err)
+	}
+}
+
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "a.md")
+	if err := os.WriteFile(reg, []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "p.md")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "l.md")
+	if err := os.Symlink(reg, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{reg, ""}, {fifo, "FIFO"}, {link, "symlink"}, {dir, "directory"},
+	} {
+		done := make(chan struct{})
+		var b []byte
+		var err error
+		go func() { b, err = ReadRegular(tc.path); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("ReadRegular(%s) blocked", tc.path)
+		}
+		switch {
+		case tc.want == "" && (err != nil || string(b) != "hi"):
+			t.Errorf("ReadRegular(%s) = %q, %v", tc.path, b, err)
+		case tc.want != "" && (!errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("ReadRegular(%s) error %v, want ErrNotRegular naming %s", tc.path, err, tc.want)
+		}
+	}
+}
+
+func TestSafeName(t *testing.T) {
+	for in, want := range map[string]string{
+		"bad\nname.md": "bad_name.md", "a/b": "a_b", "..x": "__x", "": "unnamed", "ok-name.md": "ok-name.md", "t\tab\x00": "t_ab_",
+	} {
+		got := SafeName(in)
+		if got != want {
+			t.Errorf("SafeName(%q) = %q, want %q", in, got, want)
+		}
+		if err := CheckName("file", got); err != nil {
+			t.Errorf("SafeName(%q) = %q fails CheckName: %v", in, got, err)
+		}
 	}
 }

@@ -144,6 +144,7 @@ func newRoot(g *globals) *cobra.Command {
 		newDiffCmd(g),
 		newRevertCmd(g),
 		newRequeueCmd(g),
+		newCancelCmd(g),
 		newRoutinesCmd(g),
 		newWorkersCmd(g),
 		newRoutineSyncCmd(g),

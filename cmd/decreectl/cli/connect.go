@@ -2,17 +2,22 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/pkg/auth"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // remoteFlags say how to reach a controller over TCP (--controller
@@ -67,6 +72,9 @@ type session struct {
 	conn   *grpc.ClientConn
 	root   string
 	close  func()
+	// embedded is the controller this command started, nil when it talks
+	// to one that was already running.
+	embedded *controller.Controller
 }
 
 // projectRoot finds the project: -C, else the nearest directory at or above
@@ -114,28 +122,62 @@ func (g *globals) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	sock := filepath.Join(root, ".decree", "decree.sock")
-	if live(sock) {
-		g.log.Debug("using the controller already serving the project", "socket", sock)
-		conn, err := dial("unix://" + sock)
+	sock := filepath.Join(root, ".decree", controller.SocketName)
+	said := false
+	for {
+		if live(sock) {
+			g.log.Debug("using the controller already serving the project", "socket", sock)
+			conn, err := dial("unix://" + sock)
+			if err != nil {
+				return nil, err
+			}
+			return &session{client: decreev1.NewControllerServiceClient(conn), conn: conn, root: root, close: func() { conn.Close() }}, nil
+		}
+		target, c, stop, err := startEmbedded(ctx, root, g.log, g.stderr, g.process)
+		if errors.Is(err, controller.ErrLocked) {
+			// Another controller holds the project but serves no socket
+			// (yet, or any more: it is stopping). Wait for either.
+			if !said {
+				fmt.Fprintln(g.stderr, "decree: another decree controller holds this project (.decree/controller.lock); waiting for it to serve .decree/decree.sock or to stop")
+				said = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		return &session{client: decreev1.NewControllerServiceClient(conn), conn: conn, root: root, close: func() { conn.Close() }}, nil
+		conn, err := dial(target)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		var once sync.Once
+		return &session{
+			client: decreev1.NewControllerServiceClient(conn), conn: conn, root: root, embedded: c,
+			close: func() { once.Do(func() { conn.Close(); stop() }) },
+		}, nil
 	}
-	target, stop, err := startEmbedded(ctx, root, g.log, g.stderr, g.process)
-	if err != nil {
-		return nil, err
+}
+
+// retryConnect reports whether err says the controller is stopping, after
+// closing s and waiting a moment: the caller then connects again and goes
+// to the next controller serving the project (or starts one).
+func (g *globals) retryConnect(ctx context.Context, s *session, err error) bool {
+	if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+		return false
 	}
-	conn, err := dial(target)
-	if err != nil {
-		stop()
-		return nil, err
+	s.close()
+	fmt.Fprintln(g.stderr, "decree: the controller serving this project is stopping; trying again")
+	select {
+	case <-ctx.Done():
+	case <-time.After(300 * time.Millisecond):
 	}
-	return &session{
-		client: decreev1.NewControllerServiceClient(conn), conn: conn, root: root,
-		close: func() { conn.Close(); stop() },
-	}, nil
+	return true
 }
 
 // live reports whether something accepts connections on the unix socket.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/worker"
@@ -20,15 +21,20 @@ import (
 // that only inspect or edit the project never start a routine; with process
 // true the loop starts when the command's request (a submitted message, a
 // process job) is in place, so the command sees every message it runs.
-func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io.Writer, process bool) (string, func(), error) {
-	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), NoProcessing: !process, StartPaused: true, FixedWorkers: true})
+//
+// Before it stops, a controller that processes waits for the chains still
+// queued that were submitted to it, by this command or by another decreectl
+// that joined it through the socket, unless ctx ended (Ctrl-C): then it
+// stops at once and the attempt under way is recorded as interrupted.
+func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io.Writer, process bool) (string, *controller.Controller, func(), error) {
+	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), NoProcessing: !process, StartPaused: true, FixedWorkers: true, OwnChainsOnly: true})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	lis, err := controller.ListenUnix(root)
 	if err != nil {
 		c.Close()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	target := "unix://" + filepath.Join(root, ".decree", controller.SocketName)
 	cctx, cancelController := context.WithCancel(context.Background())
@@ -46,6 +52,15 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 		worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog})
 	}()
 	stop := func() {
+		if process {
+			wait := func(chains []string) {
+				fmt.Fprintf(stderr, "decree: waiting for chain(s) %s, submitted to this controller by another decreectl, before stopping it\n", strings.Join(chains, ", "))
+			}
+			c.Pipeline().WaitPending(ctx, wait)
+			// Refuse new submissions, then wait for one that slipped in.
+			c.Pipeline().Stop()
+			c.Pipeline().WaitPending(ctx, wait)
+		}
 		cancelController()
 		if err := <-served; err != nil {
 			log.Error("embedded controller", "err", err)
@@ -61,8 +76,8 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 		cancelController()
 		<-served
 		c.Close()
-		return "", nil, fmt.Errorf("start the local worker: %w", err)
+		return "", nil, nil, fmt.Errorf("start the local worker: %w", err)
 	default:
 	}
-	return target, stop, nil
+	return target, c, stop, nil
 }

@@ -44,6 +44,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
+			for _, m := range st.GetInterrupted() {
+				fmt.Fprintf(g.stdout, "interrupted %s (%s, attempt %d): partial changes in the tree; `decreectl process` resumes it, `decreectl cancel %s` reverts and drops it\n",
+					m.GetId(), m.GetName(), m.GetAttempts(), m.GetId())
+			}
 			return nil
 		}),
 	}
@@ -175,10 +179,36 @@ func newRequeueCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.printJSON(resp)
 			}
-			fmt.Fprintf(g.stderr, "decree: requeued %s; it runs with the next `decreectl run` or `process`, or now if a controller is serving\n", resp.GetMessage().GetId())
+			fmt.Fprintf(g.stderr, "decree: requeued %s; it runs with the next `decreectl process`, or now if a controller is serving\n", resp.GetMessage().GetId())
 			return nil
 		}),
 	}
+}
+
+func newCancelCmd(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Drop a queued, interrupted or running message: revert its changes and dead-letter it",
+		Long: `cancel stops a running message, or drops a queued one. A message that
+already ran part of an attempt (one interrupted by Ctrl-C) has its changes
+reverted to the checkpoint taken before its first attempt. The message goes
+to .decree/inbox/dead/ with reason Cancelled; requeue it to run it again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: withSession(g, func(cmd *cobra.Command, s *session, args []string) error {
+			resp, err := s.client.CancelMessage(cmd.Context(), &decreev1.CancelMessageRequest{Id: args[0], Reason: reason})
+			if err != nil {
+				return describe(err)
+			}
+			if g.output == "json" {
+				return g.printJSON(resp)
+			}
+			fmt.Fprintf(g.stderr, "decree: cancelled %s; it is in .decree/inbox/dead/ (requeue it to run it again)\n", resp.GetMessage().GetId())
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, written to the dead-letter note")
+	return cmd
 }
 
 func newRoutinesCmd(g *globals) *cobra.Command {

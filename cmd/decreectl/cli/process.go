@@ -63,6 +63,9 @@ When a migration dead-letters, process stops and exits 1
 				},
 			})
 			if err != nil {
+				if ctx.Err() != nil {
+					return g.interrupted(s, "")
+				}
 				return err
 			}
 			if res.last.GetExitCode() != 0 {

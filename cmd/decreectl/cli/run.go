@@ -100,21 +100,27 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 		}
 	}
 	g.process = true
-	s, err := g.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+	var s *session
 	var answers *interact.Answers
-	if interactive {
-		if answers, fields, err = g.askInteractive(ctx, s); err != nil {
+	var resp *decreev1.SubmitMessageResponse
+	for {
+		if s, err = g.connect(ctx); err != nil {
 			return err
 		}
-		f.name, body = answers.Name, []byte(answers.Body)
-	}
-	resp, err := s.client.SubmitMessage(ctx, &decreev1.SubmitMessageRequest{Name: f.name, Body: body, Fields: fields})
-	if err != nil {
-		return describe(err)
+		defer s.close()
+		if interactive && answers == nil {
+			if answers, fields, err = g.askInteractive(ctx, s); err != nil {
+				return err
+			}
+			f.name, body = answers.Name, []byte(answers.Body)
+		}
+		resp, err = s.client.SubmitMessage(ctx, &decreev1.SubmitMessageRequest{Name: f.name, Body: body, Fields: fields})
+		if err == nil {
+			break
+		}
+		if !g.retryConnect(ctx, s, err) {
+			return describe(err)
+		}
 	}
 	m := resp.GetMessage()
 	fmt.Fprintf(g.stderr, "decree: queued %s as %s\n", m.GetName(), m.GetId())
@@ -125,6 +131,9 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 		},
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return g.interrupted(s, m.GetId())
+		}
 		return err
 	}
 	if res.dead > 0 {

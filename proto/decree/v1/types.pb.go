@@ -37,6 +37,10 @@ const (
 	MessageState_MESSAGE_STATE_DONE MessageState = 3
 	// Dead-lettered; the file is in .decree/inbox/dead/ with a note.
 	MessageState_MESSAGE_STATE_DEAD MessageState = 4
+	// Queued, with an attempt stopped by a controller shutdown (Ctrl-C of
+	// decreectl): its partial changes are in the tree. Resume it with
+	// `decreectl process`, or drop it (reverting) with `decreectl cancel`.
+	MessageState_MESSAGE_STATE_INTERRUPTED MessageState = 5
 )
 
 // Enum value maps for MessageState.
@@ -47,6 +51,7 @@ var (
 		2: "MESSAGE_STATE_RUNNING",
 		3: "MESSAGE_STATE_DONE",
 		4: "MESSAGE_STATE_DEAD",
+		5: "MESSAGE_STATE_INTERRUPTED",
 	}
 	MessageState_value = map[string]int32{
 		"MESSAGE_STATE_UNSPECIFIED": 0,
@@ -54,6 +59,7 @@ var (
 		"MESSAGE_STATE_RUNNING":     2,
 		"MESSAGE_STATE_DONE":        3,
 		"MESSAGE_STATE_DEAD":        4,
+		"MESSAGE_STATE_INTERRUPTED": 5,
 	}
 )
 
@@ -1534,13 +1540,14 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x125\n" +
-	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration*\x92\x01\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration*\xb1\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MESSAGE_STATE_QUEUED\x10\x01\x12\x19\n" +
 	"\x15MESSAGE_STATE_RUNNING\x10\x02\x12\x16\n" +
 	"\x12MESSAGE_STATE_DONE\x10\x03\x12\x16\n" +
-	"\x12MESSAGE_STATE_DEAD\x10\x04*Y\n" +
+	"\x12MESSAGE_STATE_DEAD\x10\x04\x12\x1d\n" +
+	"\x19MESSAGE_STATE_INTERRUPTED\x10\x05*Y\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_TYPE_TASK\x10\x01\x12\x15\n" +
