@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -27,7 +28,7 @@ import (
 )
 
 // FileName is the event log's name inside .decree/.
-const FileName = "events.jsonl"
+const FileName = layout.Events
 
 // ErrClosed is returned by a watcher or Append after the log was closed.
 var ErrClosed = errors.New("event log closed")

@@ -14,6 +14,7 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -107,10 +108,10 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 
 // params builds the standard and declared custom parameters of a message.
 func (p *Pipeline) params(e store.Entry, rt routine.Routine) (map[string]string, error) {
-	dir := path.Join(store.DecreeDir, store.RunsDir, e.ID)
+	dir := path.Join(layout.Dir, layout.Runs, e.ID)
 	params := map[string]string{
 		"spec_file":    e.Message.InputFile(),
-		"message_file": path.Join(dir, store.MessageFile),
+		"message_file": path.Join(dir, layout.MessageFile),
 		"message_id":   e.ID,
 		"message_dir":  dir,
 		"chain":        e.Chain,
@@ -142,7 +143,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 	a := &decreev1.Assignment{
 		Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, Attempt: int32(n), MaxAttempts: int32(max),
 		MessageId: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
-		MessageDir: path.Join(store.DecreeDir, store.RunsDir, e.ID), NotebookEngine: cfg.NotebookEngine,
+		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
 	if settings.TimeoutS > 0 {
@@ -206,7 +207,7 @@ func FormatProto(f routine.Format) decreev1.RoutineFormat {
 // runFiles are the run-directory files a worker places before running.
 func runFiles(run *store.Run) []*decreev1.RunFile {
 	var out []*decreev1.RunFile
-	for _, name := range []string{store.MessageFile, failureContextFile} {
+	for _, name := range []string{layout.MessageFile, layout.FailureContextFile} {
 		p, err := run.Path(name)
 		if err != nil {
 			continue
@@ -222,8 +223,8 @@ func runFiles(run *store.Run) []*decreev1.RunFile {
 // files and everything in the outbox) into the run directory, so they
 // neither run nor get lost.
 func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, n int) {
-	dot := filepath.Join(p.d.Store.Root(), store.DecreeDir)
-	dst := filepath.Join(run.Dir(), discardedDir, fmt.Sprintf("try-%03d", n))
+	dot := filepath.Join(p.d.Store.Root(), layout.Dir)
+	dst := filepath.Join(run.Dir(), layout.DiscardedDir(n))
 	move := func(dir string, skip func(string) bool) {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -231,7 +232,7 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 		}
 		for _, de := range ents {
 			name := de.Name()
-			if de.IsDir() || !strings.HasSuffix(name, ".md") || strings.HasPrefix(name, ".") || skip(name) {
+			if de.IsDir() || !layout.IsMessageFile(name) || skip(name) {
 				continue
 			}
 			if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -243,8 +244,8 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 			}
 		}
 	}
-	move(filepath.Join(dot, store.InboxDir), func(name string) bool { return before[name] })
-	move(filepath.Join(dot, store.OutboxDir), func(string) bool { return false })
+	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before[name] })
+	move(filepath.Join(dot, layout.Outbox), func(string) bool { return false })
 }
 
 // writeFailureContext summarises the earlier attempts for the last one.
@@ -262,13 +263,13 @@ func (p *Pipeline) writeFailureContext(run *store.Run) error {
 		if tail := tailLines(logPath, 30); tail != "" {
 			fmt.Fprintf(&b, "\n## Attempt %d: end of %s\n\n```\n%s\n```\n", a.N, a.LogName, tail)
 		}
-		if diffPath, err := run.Path(attemptDiffName(a.N)); err == nil {
+		if diffPath, err := run.Path(layout.AttemptDiffName(a.N)); err == nil {
 			if files := diffFiles(diffPath); len(files) > 0 {
-				fmt.Fprintf(&b, "\nAttempt %d changed: %s (see %s)\n", a.N, strings.Join(files, ", "), attemptDiffName(a.N))
+				fmt.Fprintf(&b, "\nAttempt %d changed: %s (see %s)\n", a.N, strings.Join(files, ", "), layout.AttemptDiffName(a.N))
 			}
 		}
 	}
-	return run.WriteFile(failureContextFile, []byte(b.String()))
+	return run.WriteFile(layout.FailureContextFile, []byte(b.String()))
 }
 
 // attemptSummary lists attempts with their outcome.

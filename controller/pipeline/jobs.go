@@ -14,6 +14,7 @@ import (
 
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
@@ -241,7 +242,7 @@ func (p *Pipeline) badPending(j *job) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for f := range j.drainBad {
-		if _, err := os.Lstat(filepath.Join(p.d.Store.Root(), store.DecreeDir, store.InboxDir, f)); err == nil {
+		if _, err := os.Lstat(filepath.Join(p.d.Store.Root(), layout.Dir, layout.Inbox, f)); err == nil {
 			return true
 		}
 		delete(j.drainBad, f)

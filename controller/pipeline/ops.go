@@ -11,6 +11,7 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
@@ -212,12 +213,12 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 	if st.Phase == "reverted" {
 		return nil, fmt.Errorf("%w: %s was already reverted", ErrConflict, id)
 	}
-	diffPath, _ := run.Path(diffFile)
+	diffPath, _ := run.Path(layout.DiffFile)
 	diff, err := os.ReadFile(diffPath)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", diffPath, err)
 	}
-	mpath, _ := run.Path(manifestFile)
+	mpath, _ := run.Path(layout.ManifestFile)
 	before, err := checkpoint.ReadManifest(mpath)
 	if err != nil {
 		return nil, err
@@ -243,7 +244,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 }
 
 func (p *Pipeline) messageOf(run *store.Run) (*message.Message, error) {
-	mp, err := run.Path(store.MessageFile)
+	mp, err := run.Path(layout.MessageFile)
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,7 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -322,7 +323,7 @@ var ErrConflict = errors.New("conflict")
 // written: a message leaves the inbox first so that it can never run twice,
 // and its record is completed here.
 func (p *Pipeline) recoverFiled() {
-	ents, err := os.ReadDir(filepath.Join(p.d.Store.Dir(), store.RunsDir))
+	ents, err := os.ReadDir(filepath.Join(p.d.Store.Dir(), layout.Runs))
 	if err != nil {
 		return
 	}

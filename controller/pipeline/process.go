@@ -12,6 +12,7 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
@@ -21,17 +22,6 @@ const (
 	phaseSucceeded = "succeeded"
 	phaseExhausted = "exhausted"
 )
-
-// Run-directory file names written by the loop.
-const (
-	manifestFile       = "manifest.json"
-	diffFile           = "changes.diff"
-	failureContextFile = "failure-context.md"
-	discardedDir       = "discarded-followups"
-)
-
-// attemptDiffName is changes.try-00K.diff, sorting like the logs.
-func attemptDiffName(n int) string { return fmt.Sprintf("changes.try-%03d.diff", n) }
 
 // process handles one message from selection to done or dead.
 func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entry) {
@@ -117,7 +107,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 
 // checkpoint returns the message's manifest, taking it on first use.
 func (p *Pipeline) checkpoint(ctx context.Context, run *store.Run) (*checkpoint.Manifest, error) {
-	mpath, err := run.Path(manifestFile)
+	mpath, err := run.Path(layout.ManifestFile)
 	if err != nil {
 		return nil, err
 	}
@@ -151,10 +141,10 @@ func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *chec
 	if err != nil {
 		return fmt.Errorf("diff the tree against the checkpoint: %w", err)
 	}
-	if err := run.WriteFile(attemptDiffName(n), diff); err != nil {
+	if err := run.WriteFile(layout.AttemptDiffName(n), diff); err != nil {
 		return err
 	}
-	return run.WriteFile(diffFile, diff)
+	return run.WriteFile(layout.DiffFile, diff)
 }
 
 // revert brings the tree back to manifest. The diff is computed from the
@@ -180,7 +170,7 @@ func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpo
 // run.json.
 func (p *Pipeline) complete(ctx context.Context, cfg *config.Config, e store.Entry, run *store.Run) {
 	st := p.d.Store
-	if _, err := os.Stat(filepath.Join(st.Dir(), store.InboxDir, e.File)); err == nil {
+	if _, err := os.Stat(filepath.Join(st.Dir(), layout.Inbox, e.File)); err == nil {
 		if _, err := st.MarkDone(e.File); err != nil {
 			p.log.Error("move to done", "message", e.ID, "err", err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -71,7 +72,7 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 	}
 	for _, f := range done {
 		mi := &decreev1.MessageInfo{Name: strings.TrimSuffix(f, ".md"), State: decreev1.MessageState_MESSAGE_STATE_DONE}
-		if b, err := os.ReadFile(filepath.Join(s.d.Store.Dir(), store.DoneDir, f)); err == nil {
+		if b, err := os.ReadFile(filepath.Join(s.d.Store.Dir(), layout.Done, f)); err == nil {
 			if m, err := message.Parse(b); err == nil {
 				fillFromMessage(mi, m)
 			}
@@ -100,7 +101,7 @@ func firstLine(s string) string {
 
 // runs lists run directories, newest first.
 func (s *ControllerServer) runs(chain string, limit int) ([]*decreev1.RunInfo, error) {
-	ents, err := os.ReadDir(filepath.Join(s.d.Store.Dir(), store.RunsDir))
+	ents, err := os.ReadDir(filepath.Join(s.d.Store.Dir(), layout.Runs))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -94,8 +95,8 @@ func (r *Run) Record() RunRecord {
 		})
 	}
 	rec.Artifacts, _ = r.Artifacts()
-	if !slices.Contains(rec.Artifacts, RunFile) {
-		rec.Artifacts = append(rec.Artifacts, RunFile)
+	if !slices.Contains(rec.Artifacts, layout.RunFile) {
+		rec.Artifacts = append(rec.Artifacts, layout.RunFile)
 		slices.Sort(rec.Artifacts)
 	}
 	return rec
@@ -108,7 +109,7 @@ func (s *Store) ReadRunRecord(id string) (RunRecord, error) {
 	if err != nil {
 		return rec, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	data, err := os.ReadFile(filepath.Join(dir, layout.RunFile))
 	if err != nil {
 		return rec, fmt.Errorf("read run.json of %s: %w", id, err)
 	}
