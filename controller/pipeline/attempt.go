@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
@@ -47,7 +48,7 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 	p.mu.Unlock()
 	p.d.Logs.Begin(e.ID, a.N)
 	defer p.d.Logs.End(e.ID, a.N)
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_STARTED, MessageId: e.ID, Chain: e.Chain, Attempt: int32(a.N), Routine: rt.Name})
+	p.emit(ctx, &events.Event{Kind: events.AttemptStarted, MessageID: e.ID, Chain: e.Chain, Attempt: a.N, Routine: rt.Name})
 
 	exitCode, errText := -1, ""
 	if hookErr := p.runMessageHook(ctx, cfg, e, run, "beforeEach", a.N, 0, false); hookErr != "" {
@@ -89,10 +90,10 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 			p.warn(ctx, e.ID, fmt.Sprintf("collect follow-ups: %v", err))
 		}
 		for _, f := range col.FollowUps {
-			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
+			p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
 		}
 		for _, r := range col.Rejected {
-			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: e.ID, Chain: e.Chain,
+			p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
 				Text: fmt.Sprintf("follow-up %s rejected: %s", r.Source, firstLine(r.Note.Detail))})
 		}
 	} else {
@@ -101,8 +102,8 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 	if err := run.FinishAttempt(a.N, exitCode, errText); err != nil {
 		return res, err
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
-		Attempt: int32(a.N), ExitCode: int32(exitCode), Text: errText})
+	p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
+		Attempt: a.N, ExitCode: exitCode, Text: errText})
 	return res, nil
 }
 
@@ -188,20 +189,7 @@ func (p *Pipeline) routineRef(rt routine.Routine) (*decreev1.RoutineRef, error) 
 	if r, err := filepath.Rel(p.d.Store.Root(), rt.Path); err == nil && !strings.HasPrefix(r, "..") {
 		rel = filepath.ToSlash(r)
 	}
-	return &decreev1.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: FormatProto(rt.Format)}, nil
-}
-
-// FormatProto maps a routine format to its API enum.
-func FormatProto(f routine.Format) decreev1.RoutineFormat {
-	switch f {
-	case routine.FormatShell:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL
-	case routine.FormatNotebook:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_NOTEBOOK
-	case routine.FormatTree:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_TREE
-	}
-	return decreev1.RoutineFormat_ROUTINE_FORMAT_UNSPECIFIED
+	return &decreev1.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: rt.Format.Wire()}, nil
 }
 
 // runFiles are the run-directory files a worker places before running.

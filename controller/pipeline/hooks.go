@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
@@ -103,7 +104,7 @@ func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name s
 	case code != 0:
 		msg = fmt.Sprintf("%s exited %d %s", name, code, res.Status.GetError())
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_HOOK_FINISHED, MessageId: id, Chain: chain,
-		Attempt: int32(attempt), ExitCode: code, Text: hook + " (" + name + ")"})
+	p.emit(ctx, &events.Event{Kind: events.HookFinished, MessageID: id, Chain: chain,
+		Attempt: attempt, ExitCode: int(code), Text: hook + " (" + name + ")"})
 	return msg
 }

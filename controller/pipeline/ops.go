@@ -8,12 +8,12 @@ import (
 	"path"
 	"strings"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // ErrInvalid is returned (wrapped) for bad client input.
@@ -82,7 +82,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 	if err != nil {
 		return store.Entry{}, 0, err
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: e.File})
+	p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: e.ID, Chain: e.Chain, Text: e.File})
 	p.Resume()
 	p.Wake()
 	return e, seq, nil
@@ -104,7 +104,7 @@ func (p *Pipeline) Requeue(ctx context.Context, idOrFile string) (store.Entry, e
 			if err != nil {
 				return store.Entry{}, err
 			}
-			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: "requeued " + file})
+			p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: e.ID, Chain: e.Chain, Text: "requeued " + file})
 			p.Wake()
 			return e, nil
 		}
@@ -204,7 +204,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 	}
 	run, err := p.d.Store.OpenRun(id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: no run %s: %v", ErrNotFound, id, err)
+		return nil, err
 	}
 	st := run.State()
 	if st.Outcome != store.OutcomeSucceeded {
@@ -239,7 +239,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 			_ = p.d.Store.UnmarkProcessed(specName(cfg, e.InputFile()))
 		}
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: id, Text: fmt.Sprintf("on request (%d path(s))", len(paths))})
+	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: id, Text: fmt.Sprintf("on request (%d path(s))", len(paths))})
 	return paths, nil
 }
 

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/routine"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // Run-state phases (state.json "phase") the loop resumes from.
@@ -47,7 +47,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	p.setRunning(&running{id: e.ID, routine: rt.Name, cancel: cancel})
 	defer p.setRunning(nil)
 
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_STARTED, MessageId: e.ID, Chain: e.Chain, Routine: rt.Name})
+	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
 	manifest, err := p.checkpoint(runCtx, run)
 	if err != nil {
 		log.Error("checkpoint", "err", err)
@@ -58,8 +58,8 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	}
 	if a, ok := run.Interrupted(); ok {
 		_ = run.FinishAttempt(a.N, -1, "controller restarted during the attempt")
-		p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
-			Attempt: int32(a.N), ExitCode: -1, Text: "controller restarted during the attempt"})
+		p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
+			Attempt: a.N, ExitCode: -1, Text: "controller restarted during the attempt"})
 		if err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
 			log.Error("diff after interrupted attempt", "err", err)
 		}
@@ -162,7 +162,7 @@ func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpo
 	if err := p.d.Checkpoints.Revert(ctx, root, diff, manifest); err != nil {
 		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: run.ID(), Text: "to the checkpoint taken before the first attempt"})
+	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: run.ID(), Text: "to the checkpoint taken before the first attempt"})
 	return nil
 }
 
@@ -181,7 +181,7 @@ func (p *Pipeline) complete(ctx context.Context, cfg *config.Config, e store.Ent
 		}
 	}
 	p.finishRun(ctx, run, store.OutcomeSucceeded)
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DONE, MessageId: e.ID, Chain: e.Chain, Routine: run.State().Routine})
+	p.emit(ctx, &events.Event{Kind: events.MessageDone, MessageID: e.ID, Chain: e.Chain, Routine: run.State().Routine})
 }
 
 // exhausted reverts and dead-letters a message whose attempts all failed.
@@ -228,7 +228,7 @@ func (p *Pipeline) deadLetter(ctx context.Context, e store.Entry, note store.Dea
 	if _, err := p.d.Store.DeadLetter(e.File, note); err != nil && !errors.Is(err, os.ErrNotExist) {
 		p.log.Error("dead-letter", "message", e.ID, "err", err)
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: e.ID, Chain: e.Chain,
+	p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
 		Text: note.Reason + ": " + firstLine(note.Detail)})
 }
 

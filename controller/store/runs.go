@@ -205,6 +205,9 @@ func (s *Store) OpenRun(id string) (*Run, error) {
 		return nil, err
 	}
 	st, err := readState(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no run %s", ErrNotFound, id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open run %s: %w", id, err)
 	}
@@ -218,7 +221,7 @@ func readState(dir string) (RunState, error) {
 		return st, err
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("read %s: %w (the file is damaged; move the run directory away to start the message afresh)", filepath.Join(dir, layout.StateFile), err)
+		return st, fmt.Errorf("%w: %s of run %s cannot be read (%v); move the run directory away to start the message afresh", ErrDamaged, layout.StateFile, filepath.Base(dir), err)
 	}
 	return st, nil
 }

@@ -452,8 +452,8 @@ func TestRunLifecycleAndRunJSON(t *testing.T) {
 	if !slices.Contains(rec.Artifacts, "routine.log") || !slices.Contains(rec.Artifacts, "run.json") || slices.Contains(rec.Artifacts, "state.json") {
 		t.Errorf("artifacts %v", rec.Artifacts)
 	}
-	if p := rec.Proto(); p.GetAttempts() != 2 || len(p.GetAttemptDetails()) != 2 || p.GetAttemptDetails()[0].GetExitCode() != 1 || p.GetStartTime() == nil {
-		t.Errorf("proto %v", p)
+	if rec.Attempts != 2 || len(rec.AttemptDetails) != 2 || rec.AttemptDetails[0].ExitCode != 1 || rec.Start == "" {
+		t.Errorf("record %+v", rec)
 	}
 	back, err := s.ReadRunRecord(e.ID)
 	if err != nil || back.Outcome != OutcomeSucceeded {
