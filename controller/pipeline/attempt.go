@@ -19,7 +19,6 @@ import (
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // attemptResult is how one attempt went.
@@ -141,14 +140,14 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		return nil, "", err
 	}
 	settings := cfg.RoutineSettingsFor(rt.Name, rt.Shared)
-	a := &decreev1.Assignment{
-		Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, Attempt: int32(n), MaxAttempts: int32(max),
-		MessageId: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
+	a := &lease.Work{
+		Kind: lease.WorkRoutine, Attempt: n, MaxAttempts: max,
+		MessageID: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
 		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
 	if settings.TimeoutS > 0 {
-		a.Timeout = durationpb.New(time.Duration(settings.TimeoutS) * time.Second)
+		a.Timeout = time.Duration(settings.TimeoutS) * time.Second
 	}
 	rs, err := p.prepareReplica(ctx, a)
 	if err != nil {
@@ -180,7 +179,7 @@ func orUnknown(s string) string {
 }
 
 // routineRef describes a routine for an assignment.
-func (p *Pipeline) routineRef(rt routine.Routine) (*decreev1.RoutineRef, error) {
+func (p *Pipeline) routineRef(rt routine.Routine) (*lease.RoutineRef, error) {
 	content, err := os.ReadFile(rt.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read routine %s: %w", rt.Name, err)
@@ -189,19 +188,19 @@ func (p *Pipeline) routineRef(rt routine.Routine) (*decreev1.RoutineRef, error) 
 	if r, err := filepath.Rel(p.d.Store.Root(), rt.Path); err == nil && !strings.HasPrefix(r, "..") {
 		rel = filepath.ToSlash(r)
 	}
-	return &decreev1.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: rt.Format.Wire()}, nil
+	return &lease.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: rt.Format}, nil
 }
 
 // runFiles are the run-directory files a worker places before running.
-func runFiles(run *store.Run) []*decreev1.RunFile {
-	var out []*decreev1.RunFile
+func runFiles(run *store.Run) []lease.File {
+	var out []lease.File
 	for _, name := range []string{layout.MessageFile, layout.FailureContextFile} {
 		p, err := run.Path(name)
 		if err != nil {
 			continue
 		}
 		if b, err := os.ReadFile(p); err == nil {
-			out = append(out, &decreev1.RunFile{Name: name, Content: b})
+			out = append(out, lease.File{Name: name, Content: b})
 		}
 	}
 	return out

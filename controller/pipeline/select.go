@@ -14,7 +14,6 @@ import (
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // Library returns the routine library of a project under cfg.
@@ -127,7 +126,7 @@ func (p *Pipeline) routeByAI(ctx context.Context, cfg *config.Config, lib routin
 
 // askRouter runs commands.router on a worker with prompt on stdin.
 func (p *Pipeline) askRouter(ctx context.Context, cfg *config.Config, id, prompt string) (string, error) {
-	a := &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER, MessageId: id, Attempt: 1,
+	a := &lease.Work{Kind: lease.WorkRouter, MessageID: id, Attempt: 1,
 		Command: cfg.Commands.Router, Stdin: []byte(prompt)}
 	// No manifest digest: a replica worker answers from its replica as it
 	// is, and nothing it changes comes back.
