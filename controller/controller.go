@@ -31,15 +31,13 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 )
-
-// SocketName is the controller's unix socket inside .decree/.
-const SocketName = "decree.sock"
 
 // Options configure a controller.
 type Options struct {
@@ -108,7 +106,7 @@ func New(opts Options) (*Controller, error) {
 		return nil, err
 	}
 	opts.Root = root
-	dot := filepath.Join(root, store.DecreeDir)
+	dot := filepath.Join(root, layout.Dir)
 	if fi, err := os.Stat(dot); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a decree project (no .decree/ directory): run `decreectl init` there first", root)
 	}
@@ -163,8 +161,8 @@ func (c *Controller) open() error {
 	}
 	c.leases = leases
 	cp, err := checkpoint.New(checkpoint.Options{
-		ObjectsDir: filepath.Join(st.Dir(), "objects"),
-		CachePath:  filepath.Join(st.Dir(), "cache", "statcache"),
+		ObjectsDir: filepath.Join(st.Dir(), layout.Objects),
+		CachePath:  filepath.Join(st.Dir(), layout.StatCache),
 		Logger:     c.log,
 	})
 	if err != nil {
@@ -203,7 +201,7 @@ var Version = "dev"
 // config loads .decree/config.yml, re-reading it only when it changed, and
 // logs its warnings once per change.
 func (c *Controller) config() (*config.Config, error) {
-	path := filepath.Join(c.opts.Root, store.DecreeDir, "config.yml")
+	path := layout.Path(c.opts.Root, layout.Config)
 	fi, statErr := os.Stat(path)
 	c.cfgMu.Lock()
 	defer c.cfgMu.Unlock()
@@ -230,7 +228,7 @@ func (c *Controller) config() (*config.Config, error) {
 // ListenUnix listens on .decree/decree.sock with mode 0600, replacing a
 // stale socket left by a controller that died.
 func ListenUnix(root string) (net.Listener, error) {
-	sock := filepath.Join(root, store.DecreeDir, SocketName)
+	sock := layout.SocketPath(root)
 	if _, err := os.Lstat(sock); err == nil {
 		if c, err := net.DialTimeout("unix", sock, 300*time.Millisecond); err == nil {
 			c.Close()
@@ -336,7 +334,7 @@ const lockPatience = time.Second
 
 // lockProject takes the project's exclusive controller lock.
 func lockProject(dot string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dot, "controller.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(dot, layout.ControllerLock), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open controller lock: %w", err)
 	}
@@ -353,7 +351,7 @@ func lockProject(dot string) (*os.File, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w for %s (it holds .decree/controller.lock); talk to it through .decree/%s", ErrLocked, filepath.Dir(dot), SocketName)
+		return nil, fmt.Errorf("%w for %s (it holds .decree/controller.lock); talk to it through .decree/%s", ErrLocked, filepath.Dir(dot), layout.Socket)
 	}
 	return f, nil
 }

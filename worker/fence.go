@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/supervisor"
 )
 
@@ -75,7 +76,7 @@ func (w *worker) confirm(ctx context.Context, token string) (*supervisor.Lease, 
 // lockFile is the worker's process lock in its workspace, one per worker id.
 func lockFile(ws, id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return filepath.Join(ws, ".decree", "worker-"+hex.EncodeToString(sum[:6])+".lock")
+	return filepath.Join(ws, layout.Dir, "worker-"+hex.EncodeToString(sum[:6])+".lock")
 }
 
 // holdLock takes the worker's process lock: exclusively first, waiting

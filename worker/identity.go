@@ -12,19 +12,14 @@ import (
 	"unicode"
 
 	"github.com/decreehq/decree/pkg/fsutil"
-)
-
-// Files the worker reads or keeps under <workspace>/.decree/.
-const (
-	WorkerIDFile   = "worker-id"
-	InstanceIDFile = "instance-id"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // persistentWorkerID returns the id kept in <ws>/.decree/worker-id, creating
 // it as "<host>-<8 hex>" when absent. On a failure to keep it, it still
 // returns a fresh id together with the error.
 func persistentWorkerID(ws, host string) (string, error) {
-	path := filepath.Join(ws, ".decree", WorkerIDFile)
+	path := layout.Path(ws, layout.WorkerID)
 	if b, err := os.ReadFile(path); err == nil {
 		if id := strings.TrimSpace(string(b)); id != "" {
 			return id, nil
@@ -54,7 +49,7 @@ func newWorkerID(host string) string {
 // readInstanceID returns <ws>/.decree/instance-id, trimmed, or "" when the
 // file does not exist.
 func readInstanceID(ws string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(ws, ".decree", InstanceIDFile))
+	b, err := os.ReadFile(layout.Path(ws, layout.InstanceID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}

@@ -66,6 +66,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/decreehq/decree/pkg/driver/plugin"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	wbackoff "github.com/decreehq/decree/worker/backoff"
 	"github.com/decreehq/decree/worker/replica"
@@ -152,7 +153,7 @@ func DefaultControllerAddress(workspace string) string {
 	if err != nil {
 		abs = workspace
 	}
-	return "unix://" + filepath.Join(abs, ".decree", "decree.sock")
+	return "unix://" + layout.SocketPath(abs)
 }
 
 // Run serves as a worker until ctx ends, then stops the current routine

@@ -1,5 +1,5 @@
 // Package events is the controller's event log: an append-only file of
-// decree.v1.Event values (one JSON object per line, .decree/events.jsonl)
+// Event values (one JSON object per line, .decree/events.jsonl)
 // with increasing sequence numbers that continue across restarts, and an
 // in-memory fan-out to watchers.
 //
@@ -12,6 +12,7 @@ package events
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,14 +21,11 @@ import (
 	"sync"
 	"time"
 
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // FileName is the event log's name inside .decree/.
-const FileName = "events.jsonl"
+const FileName = layout.Events
 
 // ErrClosed is returned by a watcher or Append after the log was closed.
 var ErrClosed = errors.New("event log closed")
@@ -66,8 +64,8 @@ type Log struct {
 	mu       sync.Mutex
 	f        *os.File
 	seq      uint64
-	first    uint64            // sequence of recent[0]
-	recent   []*decreev1.Event // the last Keep events
+	first    uint64   // sequence of recent[0]
+	recent   []*Event // the last Keep events
 	watchers map[*Watcher]struct{}
 	closed   bool
 }
@@ -121,8 +119,8 @@ func (l *Log) load(f *os.File) (int64, error) {
 	for {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 && line[len(line)-1] == '\n' {
-			e := &decreev1.Event{}
-			if uerr := protojson.Unmarshal(bytes.TrimSpace(line), e); uerr != nil {
+			e := &Event{}
+			if uerr := json.Unmarshal(bytes.TrimSpace(line), e); uerr != nil {
 				l.opts.Logger.Warn("skipping an unreadable event log line", "path", l.path, "offset", good, "error", uerr)
 			} else {
 				if e.Sequence > l.seq {
@@ -141,7 +139,7 @@ func (l *Log) load(f *os.File) (int64, error) {
 	}
 }
 
-func (l *Log) remember(e *decreev1.Event) {
+func (l *Log) remember(e *Event) {
 	if len(l.recent) == 0 {
 		l.first = e.Sequence
 	}
@@ -162,18 +160,19 @@ func (l *Log) Last() uint64 {
 // Append stamps a copy of e with the next sequence number (and the time,
 // when e has none), writes it durably, hands it to the watchers, and
 // returns the copy.
-func (l *Log) Append(e *decreev1.Event) (*decreev1.Event, error) {
-	e = proto.Clone(e).(*decreev1.Event)
+func (l *Log) Append(e *Event) (*Event, error) {
+	c := *e
+	e = &c
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil, ErrClosed
 	}
 	e.Sequence = l.seq + 1
-	if e.Time == nil {
-		e.Time = timestamppb.New(l.opts.Now())
+	if e.Time.IsZero() {
+		e.Time = l.opts.Now()
 	}
-	line, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(e)
+	line, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("append event: encode: %w", err)
 	}

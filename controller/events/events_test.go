@@ -8,17 +8,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
-func ev(text string) *decreev1.Event {
-	return &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_WARNING, Text: text, Chain: "c"}
+func ev(text string) *Event {
+	return &Event{Kind: Warning, Text: text, Chain: "c"}
 }
 
-func collect(t *testing.T, w *Watcher) []*decreev1.Event {
+func collect(t *testing.T, w *Watcher) []*Event {
 	t.Helper()
-	var out []*decreev1.Event
+	var out []*Event
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for {
@@ -41,14 +39,14 @@ func TestSequencesSurviveRestartAndTornLine(t *testing.T) {
 	}
 	for i := 0; i < 5; i++ {
 		e, err := l.Append(ev("a"))
-		if err != nil || e.Sequence != uint64(i+1) || e.Time == nil {
+		if err != nil || e.Sequence != uint64(i+1) || e.Time.IsZero() {
 			t.Fatalf("Append: %v %v", e, err)
 		}
 	}
 	l.Close()
 	// A crash while writing the sixth event leaves half a line.
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"sequence":"6","kind":"EVENT_`)
+	f.WriteString(`{"sequence":6,"kind":"mess`)
 	f.Close()
 
 	l, err = Open(path, Options{Keep: 2})
@@ -77,7 +75,7 @@ func TestSequencesSurviveRestartAndTornLine(t *testing.T) {
 		t.Errorf("last text %q", got[4].Text)
 	}
 	// Filtered replay.
-	only := collect(t, l.Watch(WatchOptions{Filter: func(e *decreev1.Event) bool { return e.Text == "b" }}))
+	only := collect(t, l.Watch(WatchOptions{Filter: func(e *Event) bool { return e.Text == "b" }}))
 	if len(only) != 1 || only[0].Sequence != 6 {
 		t.Errorf("filtered %v", only)
 	}

@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"sort"
-
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // WatchOptions select what a watcher receives.
@@ -21,18 +19,18 @@ type WatchOptions struct {
 	// returns io.EOF after the events that existed when Watch was called.
 	Follow bool
 	// Filter, when set, drops events it returns false for.
-	Filter func(*decreev1.Event) bool
+	Filter func(*Event) bool
 }
 
 // Watcher receives events in sequence order. Use it from one goroutine.
 type Watcher struct {
 	l        *Log
-	filter   func(*decreev1.Event) bool
+	filter   func(*Event) bool
 	follow   bool
 	next     uint64 // next sequence wanted
 	liveFrom uint64 // first sequence delivered through live
-	pending  []*decreev1.Event
-	live     chan *decreev1.Event
+	pending  []*Event
+	live     chan *Event
 	err      error // set before live is closed
 }
 
@@ -46,7 +44,7 @@ func (l *Log) Watch(opts WatchOptions) *Watcher {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := &Watcher{l: l, filter: opts.Filter, follow: opts.Follow, next: opts.From, liveFrom: l.seq + 1,
-		live: make(chan *decreev1.Event, l.opts.Buffer)}
+		live: make(chan *Event, l.opts.Buffer)}
 	switch {
 	case l.closed:
 		w.err = ErrClosed
@@ -63,7 +61,7 @@ func (l *Log) Watch(opts WatchOptions) *Watcher {
 // Next returns the next event. It returns io.EOF at the end of a watcher
 // without Follow, a *SlowWatcherError when the watcher was cut off,
 // ErrClosed when the log closed, or ctx's error.
-func (w *Watcher) Next(ctx context.Context) (*decreev1.Event, error) {
+func (w *Watcher) Next(ctx context.Context) (*Event, error) {
 	for {
 		if len(w.pending) > 0 {
 			e := w.pending[0]
@@ -111,10 +109,10 @@ func (w *Watcher) Close() {
 
 // replay returns up to max events with from <= sequence < to that pass
 // filter, from memory when they are still kept, else from the file.
-func (l *Log) replay(from, to uint64, max int, filter func(*decreev1.Event) bool) ([]*decreev1.Event, error) {
+func (l *Log) replay(from, to uint64, max int, filter func(*Event) bool) ([]*Event, error) {
 	l.mu.Lock()
 	inMemory := len(l.recent) > 0 && from >= l.first
-	var out []*decreev1.Event
+	var out []*Event
 	if inMemory {
 		start := sort.Search(len(l.recent), func(i int) bool { return l.recent[i].Sequence >= from })
 		for _, e := range l.recent[start:] {
@@ -143,8 +141,8 @@ func (l *Log) replay(from, to uint64, max int, filter func(*decreev1.Event) bool
 	for len(out) < max {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 && line[len(line)-1] == '\n' {
-			e := &decreev1.Event{}
-			if protojson.Unmarshal(bytes.TrimSpace(line), e) == nil && e.Sequence >= from && e.Sequence < to {
+			e := &Event{}
+			if json.Unmarshal(bytes.TrimSpace(line), e) == nil && e.Sequence >= from && e.Sequence < to {
 				if filter == nil || filter(e) {
 					out = append(out, e)
 				}

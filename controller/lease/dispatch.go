@@ -8,7 +8,6 @@ import (
 	"time"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -17,7 +16,7 @@ const keepEnded = 4096
 
 func durationProto(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
 
-// Dispatch hands a copy of a to a connected worker that meets req (waiting
+// Dispatch hands w, as an Assignment, to a connected worker that meets req (waiting
 // until one is free) under a new lease, and blocks until:
 //
 //   - the worker reports a result: returned with a nil error;
@@ -30,13 +29,13 @@ func durationProto(d time.Duration) *durationpb.Duration { return durationpb.New
 //     the caller knows the worker no longer touches the tree. The Result
 //     is returned with ctx's error.
 //
-// The lease token in a is replaced by a fresh one. Logs of the assignment's
+// The assignment gets a fresh lease token. Logs of the assignment's
 // message attempt count as live (for Follow) while it runs.
-func (m *Manager) Dispatch(ctx context.Context, a *decreev1.Assignment, req Requirements) (Result, error) {
-	if a == nil || a.GetKind() == decreev1.AssignmentKind_ASSIGNMENT_KIND_UNSPECIFIED {
-		return Result{}, fmt.Errorf("%w: dispatch needs an assignment with a kind", ErrInvalid)
+func (m *Manager) Dispatch(ctx context.Context, w *Work, req Requirements) (Result, error) {
+	if w == nil || workKinds[w.Kind] == decreev1.AssignmentKind_ASSIGNMENT_KIND_UNSPECIFIED {
+		return Result{}, fmt.Errorf("%w: dispatch needs work of a known kind", ErrInvalid)
 	}
-	a = proto.Clone(a).(*decreev1.Assignment)
+	a := w.assignment()
 	l := &lease{token: newToken(), a: a, req: req, done: make(chan struct{})}
 	a.LeaseToken = l.token
 	m.mu.Lock()

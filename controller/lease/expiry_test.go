@@ -69,10 +69,10 @@ type dispatched struct {
 	err error
 }
 
-func dispatchAsync(m *Manager, id string, attempt int32) <-chan dispatched {
+func dispatchAsync(m *Manager, id string, attempt int) <-chan dispatched {
 	out := make(chan dispatched, 1)
 	go func() {
-		res, err := m.Dispatch(context.Background(), &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, MessageId: id, Attempt: attempt}, Requirements{})
+		res, err := m.Dispatch(context.Background(), &Work{Kind: WorkRoutine, MessageID: id, Attempt: attempt}, Requirements{})
 		out <- dispatched{res, err}
 	}()
 	return out

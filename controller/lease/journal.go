@@ -8,6 +8,8 @@ import (
 	"maps"
 	"os"
 	"slices"
+
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // The journal makes a controller restart safe. It lists the leases that are
@@ -24,7 +26,7 @@ import (
 // interval, and at once after work stopped by the controller.
 
 // JournalFile is the journal's name in the controller's .decree directory.
-const JournalFile = "leases.json"
+const JournalFile = layout.Leases
 
 // journalEntry is one active lease in the journal.
 type journalEntry struct {

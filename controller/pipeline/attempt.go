@@ -10,14 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // attemptResult is how one attempt went.
@@ -46,7 +47,7 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 	p.mu.Unlock()
 	p.d.Logs.Begin(e.ID, a.N)
 	defer p.d.Logs.End(e.ID, a.N)
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_STARTED, MessageId: e.ID, Chain: e.Chain, Attempt: int32(a.N), Routine: rt.Name})
+	p.emit(ctx, &events.Event{Kind: events.AttemptStarted, MessageID: e.ID, Chain: e.Chain, Attempt: a.N, Routine: rt.Name})
 
 	exitCode, errText := -1, ""
 	if hookErr := p.runMessageHook(ctx, cfg, e, run, "beforeEach", a.N, 0, false); hookErr != "" {
@@ -93,10 +94,10 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 			p.warn(ctx, e.ID, fmt.Sprintf("collect follow-ups: %v", err))
 		}
 		for _, f := range col.FollowUps {
-			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
+			p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
 		}
 		for _, r := range col.Rejected {
-			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: e.ID, Chain: e.Chain,
+			p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
 				Text: fmt.Sprintf("follow-up %s rejected: %s", r.Source, firstLine(r.Note.Detail))})
 		}
 	} else {
@@ -105,17 +106,17 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 	if err := run.FinishAttempt(a.N, exitCode, errText); err != nil {
 		return res, err
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
-		Attempt: int32(a.N), ExitCode: int32(exitCode), Text: errText})
+	p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
+		Attempt: a.N, ExitCode: exitCode, Text: errText})
 	return res, nil
 }
 
 // params builds the standard and declared custom parameters of a message.
 func (p *Pipeline) params(e store.Entry, rt routine.Routine) (map[string]string, error) {
-	dir := path.Join(store.DecreeDir, store.RunsDir, e.ID)
+	dir := path.Join(layout.Dir, layout.Runs, e.ID)
 	params := map[string]string{
 		"spec_file":    e.Message.InputFile(),
-		"message_file": path.Join(dir, store.MessageFile),
+		"message_file": path.Join(dir, layout.MessageFile),
 		"message_id":   e.ID,
 		"message_dir":  dir,
 		"chain":        e.Chain,
@@ -144,14 +145,14 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		return nil, "", err
 	}
 	settings := cfg.RoutineSettingsFor(rt.Name, rt.Shared)
-	a := &decreev1.Assignment{
-		Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, Attempt: int32(n), MaxAttempts: int32(max),
-		MessageId: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
-		MessageDir: path.Join(store.DecreeDir, store.RunsDir, e.ID), NotebookEngine: cfg.NotebookEngine,
+	a := &lease.Work{
+		Kind: lease.WorkRoutine, Attempt: n, MaxAttempts: max,
+		MessageID: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
+		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
 	if settings.TimeoutS > 0 {
-		a.Timeout = durationpb.New(time.Duration(settings.TimeoutS) * time.Second)
+		a.Timeout = time.Duration(settings.TimeoutS) * time.Second
 	}
 	rs, err := p.prepareReplica(ctx, a)
 	if err != nil {
@@ -183,7 +184,7 @@ func orUnknown(s string) string {
 }
 
 // routineRef describes a routine for an assignment.
-func (p *Pipeline) routineRef(rt routine.Routine) (*decreev1.RoutineRef, error) {
+func (p *Pipeline) routineRef(rt routine.Routine) (*lease.RoutineRef, error) {
 	content, err := os.ReadFile(rt.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read routine %s: %w", rt.Name, err)
@@ -192,32 +193,19 @@ func (p *Pipeline) routineRef(rt routine.Routine) (*decreev1.RoutineRef, error) 
 	if r, err := filepath.Rel(p.d.Store.Root(), rt.Path); err == nil && !strings.HasPrefix(r, "..") {
 		rel = filepath.ToSlash(r)
 	}
-	return &decreev1.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: FormatProto(rt.Format)}, nil
-}
-
-// FormatProto maps a routine format to its API enum.
-func FormatProto(f routine.Format) decreev1.RoutineFormat {
-	switch f {
-	case routine.FormatShell:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL
-	case routine.FormatNotebook:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_NOTEBOOK
-	case routine.FormatTree:
-		return decreev1.RoutineFormat_ROUTINE_FORMAT_TREE
-	}
-	return decreev1.RoutineFormat_ROUTINE_FORMAT_UNSPECIFIED
+	return &lease.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: rt.Format}, nil
 }
 
 // runFiles are the run-directory files a worker places before running.
-func runFiles(run *store.Run) []*decreev1.RunFile {
-	var out []*decreev1.RunFile
-	for _, name := range []string{store.MessageFile, failureContextFile} {
+func runFiles(run *store.Run) []lease.File {
+	var out []lease.File
+	for _, name := range []string{layout.MessageFile, layout.FailureContextFile} {
 		p, err := run.Path(name)
 		if err != nil {
 			continue
 		}
 		if b, err := os.ReadFile(p); err == nil {
-			out = append(out, &decreev1.RunFile{Name: name, Content: b})
+			out = append(out, lease.File{Name: name, Content: b})
 		}
 	}
 	return out
@@ -227,8 +215,8 @@ func runFiles(run *store.Run) []*decreev1.RunFile {
 // files and everything in the outbox) into the run directory, so they
 // neither run nor get lost.
 func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, n int) {
-	dot := filepath.Join(p.d.Store.Root(), store.DecreeDir)
-	dst := filepath.Join(run.Dir(), discardedDir, fmt.Sprintf("try-%03d", n))
+	dot := filepath.Join(p.d.Store.Root(), layout.Dir)
+	dst := filepath.Join(run.Dir(), layout.DiscardedDir(n))
 	move := func(dir string, skip func(string) bool) {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -236,7 +224,7 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 		}
 		for _, de := range ents {
 			name := de.Name()
-			if de.IsDir() || !strings.HasSuffix(name, ".md") || strings.HasPrefix(name, ".") || skip(name) {
+			if de.IsDir() || !layout.IsMessageFile(name) || skip(name) {
 				continue
 			}
 			if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -248,8 +236,8 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 			}
 		}
 	}
-	move(filepath.Join(dot, store.InboxDir), func(name string) bool { return before[name] })
-	move(filepath.Join(dot, store.OutboxDir), func(string) bool { return false })
+	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before[name] })
+	move(filepath.Join(dot, layout.Outbox), func(string) bool { return false })
 }
 
 // writeFailureContext summarises the earlier attempts for the last one.
@@ -267,13 +255,13 @@ func (p *Pipeline) writeFailureContext(run *store.Run) error {
 		if tail := tailLines(logPath, 30); tail != "" {
 			fmt.Fprintf(&b, "\n## Attempt %d: end of %s\n\n```\n%s\n```\n", a.N, a.LogName, tail)
 		}
-		if diffPath, err := run.Path(attemptDiffName(a.N)); err == nil {
+		if diffPath, err := run.Path(layout.AttemptDiffName(a.N)); err == nil {
 			if files := diffFiles(diffPath); len(files) > 0 {
-				fmt.Fprintf(&b, "\nAttempt %d changed: %s (see %s)\n", a.N, strings.Join(files, ", "), attemptDiffName(a.N))
+				fmt.Fprintf(&b, "\nAttempt %d changed: %s (see %s)\n", a.N, strings.Join(files, ", "), layout.AttemptDiffName(a.N))
 			}
 		}
 	}
-	return run.WriteFile(failureContextFile, []byte(b.String()))
+	return run.WriteFile(layout.FailureContextFile, []byte(b.String()))
 }
 
 // attemptSummary lists attempts with their outcome.

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // hookName returns the routine configured for a hook point.
@@ -74,14 +74,14 @@ func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name s
 	if err != nil {
 		return err.Error()
 	}
-	a := &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK, Routine: ref, Env: env, Attempt: int32(attempt)}
+	a := &lease.Work{Kind: lease.WorkHook, Routine: ref, Env: env, Attempt: attempt}
 	id, chain := "", ""
 	if e != nil {
 		params, err := p.params(*e, rt)
 		if err != nil {
 			return err.Error()
 		}
-		a.Params, a.MessageId, a.MessageDir = params, e.ID, params["message_dir"]
+		a.Params, a.MessageID, a.MessageDir = params, e.ID, params["message_dir"]
 		id, chain = e.ID, e.Chain
 	}
 	rs, err := p.prepareReplica(ctx, a)
@@ -103,7 +103,7 @@ func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name s
 	case code != 0:
 		msg = fmt.Sprintf("%s exited %d %s", name, code, res.Status.GetError())
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_HOOK_FINISHED, MessageId: id, Chain: chain,
-		Attempt: int32(attempt), ExitCode: code, Text: hook + " (" + name + ")"})
+	p.emit(ctx, &events.Event{Kind: events.HookFinished, MessageID: id, Chain: chain,
+		Attempt: attempt, ExitCode: int(code), Text: hook + " (" + name + ")"})
 	return msg
 }

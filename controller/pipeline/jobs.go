@@ -12,10 +12,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // ErrBusy is returned (wrapped) when a process job is already running.
@@ -167,7 +168,7 @@ func (p *Pipeline) startNextMigration(ctx context.Context, cfg *config.Config, j
 	j.pending = j.pending[1:]
 	j.current, j.chain, j.migration = e.ID, e.Chain, file
 	p.mu.Unlock()
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, JobId: j.id, Text: "migration " + file})
+	p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: e.ID, Chain: e.Chain, JobID: j.id, Text: "migration " + file})
 	return nil
 }
 
@@ -245,7 +246,7 @@ func (p *Pipeline) badPending(j *job) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for f := range j.drainBad {
-		if _, err := os.Lstat(filepath.Join(p.d.Store.Root(), store.DecreeDir, store.InboxDir, f)); err == nil {
+		if _, err := os.Lstat(filepath.Join(p.d.Store.Root(), layout.Dir, layout.Inbox, f)); err == nil {
 			return true
 		}
 		delete(j.drainBad, f)
@@ -263,7 +264,7 @@ func (p *Pipeline) endJob(ctx context.Context, j *job, code int32, text string) 
 	p.mu.Lock()
 	delete(p.jobs, j.id)
 	p.mu.Unlock()
-	p.hold(&decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_PROCESS_FINISHED, JobId: j.id, ExitCode: code, Text: text})
+	p.hold(&events.Event{Kind: events.ProcessFinished, JobID: j.id, ExitCode: int(code), Text: text})
 }
 
 // chainDone reports whether no message of chain is left in the inbox.

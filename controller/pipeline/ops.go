@@ -8,11 +8,12 @@ import (
 	"path"
 	"strings"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // ErrInvalid is returned (wrapped) for bad client input.
@@ -85,7 +86,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 		return store.Entry{}, 0, err
 	}
 	p.Own(e.Chain)
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: e.File})
+	p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: e.ID, Chain: e.Chain, Text: e.File})
 	p.Resume()
 	p.Wake()
 	return e, seq, nil
@@ -107,7 +108,7 @@ func (p *Pipeline) Requeue(ctx context.Context, idOrFile string) (store.Entry, e
 			if err != nil {
 				return store.Entry{}, err
 			}
-			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED, MessageId: e.ID, Chain: e.Chain, Text: "requeued " + file})
+			p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: e.ID, Chain: e.Chain, Text: "requeued " + file})
 			p.Wake()
 			return e, nil
 		}
@@ -182,7 +183,7 @@ func (p *Pipeline) revertQueued(ctx context.Context, e store.Entry) error {
 	if r != nil {
 		return fmt.Errorf("%w: %s ran partly and its changes must be reverted, but %s is running now; cancel it once that one finished", ErrBusy, e.ID, r.id)
 	}
-	mpath, err := run.Path(manifestFile)
+	mpath, err := run.Path(layout.ManifestFile)
 	if err != nil {
 		return err
 	}
@@ -250,7 +251,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 	}
 	run, err := p.d.Store.OpenRun(id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: no run %s: %v", ErrNotFound, id, err)
+		return nil, err
 	}
 	st := run.State()
 	if st.Outcome != store.OutcomeSucceeded {
@@ -259,12 +260,12 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 	if st.Phase == "reverted" {
 		return nil, fmt.Errorf("%w: %s was already reverted", ErrConflict, id)
 	}
-	diffPath, _ := run.Path(diffFile)
+	diffPath, _ := run.Path(layout.DiffFile)
 	diff, err := os.ReadFile(diffPath)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", diffPath, err)
 	}
-	mpath, _ := run.Path(manifestFile)
+	mpath, _ := run.Path(layout.ManifestFile)
 	before, err := checkpoint.ReadManifest(mpath)
 	if err != nil {
 		return nil, err
@@ -285,12 +286,12 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 			_ = p.d.Store.UnmarkProcessed(specName(cfg, e.InputFile()))
 		}
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: id, Text: fmt.Sprintf("on request (%d path(s))", len(paths))})
+	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: id, Text: fmt.Sprintf("on request (%d path(s))", len(paths))})
 	return paths, nil
 }
 
 func (p *Pipeline) messageOf(run *store.Run) (*message.Message, error) {
-	mp, err := run.Path(store.MessageFile)
+	mp, err := run.Path(layout.MessageFile)
 	if err != nil {
 		return nil, err
 	}

@@ -56,10 +56,9 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Deps are the parts the loop drives.
@@ -110,8 +109,8 @@ type Pipeline struct {
 	resume sync.Once
 
 	mu      sync.Mutex
-	held    []*decreev1.Event // end-of-work events waiting for afterAll
-	running *running          // the message being processed, if any
+	held    []*events.Event // end-of-work events waiting for afterAll
+	running *running        // the message being processed, if any
 	jobs    map[string]*job
 	cancel  map[string]string // message id -> reason, for CancelMessage
 
@@ -186,8 +185,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			continue
 		}
 		for _, r := range sel.Rejected {
-			p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: r.ID, Chain: r.Chain,
-				JobId: p.rejectedInJob(r.Chain, r.File), Text: fmt.Sprintf("%s: %s", r.Note.Reason, firstLine(r.Note.Detail))})
+			p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: r.ID, Chain: r.Chain,
+				JobID: p.rejectedInJob(r.Chain, r.File), Text: fmt.Sprintf("%s: %s", r.Note.Reason, firstLine(r.Note.Detail))})
 			p.chainMaybeFinished(ctx, r.Chain)
 		}
 		if !sel.Found {
@@ -247,13 +246,13 @@ func (p *Pipeline) chainMaybeFinished(ctx context.Context, chain string) {
 			return
 		}
 	}
-	p.hold(&decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED, Chain: chain})
+	p.hold(&events.Event{Kind: events.ChainFinished, Chain: chain})
 }
 
 // hold queues an end-of-work event for flushHeld.
-func (p *Pipeline) hold(ev *decreev1.Event) {
-	if ev.Time == nil {
-		ev.Time = timestamppb.Now()
+func (p *Pipeline) hold(ev *events.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
 	}
 	p.mu.Lock()
 	p.held = append(p.held, ev)
@@ -272,16 +271,16 @@ func (p *Pipeline) flushHeld(ctx context.Context) {
 }
 
 // emit appends an event to the log.
-func (p *Pipeline) emit(_ context.Context, ev *decreev1.Event) *decreev1.Event {
-	if ev.Time == nil {
-		ev.Time = timestamppb.Now()
+func (p *Pipeline) emit(_ context.Context, ev *events.Event) *events.Event {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
 	}
-	if ev.JobId == "" && ev.Chain != "" {
+	if ev.JobID == "" && ev.Chain != "" {
 		p.mu.Lock()
 		for _, j := range p.jobs {
 			if j.owns(ev.Chain) {
-				ev.JobId = j.id
-				if ev.Kind == decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD && j.drain[ev.Chain] {
+				ev.JobID = j.id
+				if ev.Kind == events.MessageDead && j.drain[ev.Chain] {
 					j.drainDead++
 				}
 			}
@@ -300,7 +299,7 @@ func (p *Pipeline) warn(ctx context.Context, id, text string) {
 	p.log.Warn(text, "message", id)
 	// The chain lets `decreectl run`, which follows its own chain, show it.
 	chain, _, _ := message.SplitID(id)
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_WARNING, MessageId: id, Chain: chain, Text: text})
+	p.emit(ctx, &events.Event{Kind: events.Warning, MessageID: id, Chain: chain, Text: text})
 }
 
 // Running returns the message in progress, if any.
@@ -330,7 +329,7 @@ var ErrConflict = errors.New("conflict")
 // written: a message leaves the inbox first so that it can never run twice,
 // and its record is completed here.
 func (p *Pipeline) recoverFiled() {
-	ents, err := os.ReadDir(filepath.Join(p.d.Store.Dir(), store.RunsDir))
+	ents, err := os.ReadDir(filepath.Join(p.d.Store.Dir(), layout.Runs))
 	if err != nil {
 		return
 	}

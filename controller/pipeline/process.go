@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/routine"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // Run-state phases (state.json "phase") the loop resumes from.
@@ -21,17 +22,6 @@ const (
 	phaseSucceeded = "succeeded"
 	phaseExhausted = "exhausted"
 )
-
-// Run-directory file names written by the loop.
-const (
-	manifestFile       = "manifest.json"
-	diffFile           = "changes.diff"
-	failureContextFile = "failure-context.md"
-	discardedDir       = "discarded-followups"
-)
-
-// attemptDiffName is changes.try-00K.diff, sorting like the logs.
-func attemptDiffName(n int) string { return fmt.Sprintf("changes.try-%03d.diff", n) }
 
 // process handles one message from selection to done or dead.
 func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entry) {
@@ -63,7 +53,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	p.setRunning(&running{id: e.ID, routine: rt.Name, cancel: cancel})
 	defer p.setRunning(nil)
 
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_STARTED, MessageId: e.ID, Chain: e.Chain, Routine: rt.Name})
+	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
 	manifest, err := p.checkpoint(runCtx, run)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -81,8 +71,8 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 			why = "interrupted: the controller stopped during the attempt"
 		}
 		_ = run.FinishAttempt(a.N, -1, why)
-		p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED, MessageId: e.ID, Chain: e.Chain,
-			Attempt: int32(a.N), ExitCode: -1, Text: why})
+		p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
+			Attempt: a.N, ExitCode: -1, Text: why})
 		if err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
 			log.Error("diff after interrupted attempt", "err", err)
 		}
@@ -138,7 +128,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 
 // checkpoint returns the message's manifest, taking it on first use.
 func (p *Pipeline) checkpoint(ctx context.Context, run *store.Run) (*checkpoint.Manifest, error) {
-	mpath, err := run.Path(manifestFile)
+	mpath, err := run.Path(layout.ManifestFile)
 	if err != nil {
 		return nil, err
 	}
@@ -172,10 +162,10 @@ func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *chec
 	if err != nil {
 		return fmt.Errorf("diff the tree against the checkpoint: %w", err)
 	}
-	if err := run.WriteFile(attemptDiffName(n), diff); err != nil {
+	if err := run.WriteFile(layout.AttemptDiffName(n), diff); err != nil {
 		return err
 	}
-	return run.WriteFile(diffFile, diff)
+	return run.WriteFile(layout.DiffFile, diff)
 }
 
 // revert brings the tree back to manifest. The diff is computed from the
@@ -193,7 +183,7 @@ func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpo
 	if err := p.d.Checkpoints.Revert(ctx, root, diff, manifest); err != nil {
 		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: run.ID(), Text: "to the checkpoint taken before the first attempt"})
+	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: run.ID(), Text: "to the checkpoint taken before the first attempt"})
 	return nil
 }
 
@@ -201,7 +191,7 @@ func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpo
 // run.json.
 func (p *Pipeline) complete(ctx context.Context, cfg *config.Config, e store.Entry, run *store.Run) {
 	st := p.d.Store
-	if _, err := os.Stat(filepath.Join(st.Dir(), store.InboxDir, e.File)); err == nil {
+	if _, err := os.Stat(filepath.Join(st.Dir(), layout.Inbox, e.File)); err == nil {
 		if _, err := st.MarkDone(e.File); err != nil {
 			p.log.Error("move to done", "message", e.ID, "err", err)
 		}
@@ -212,7 +202,7 @@ func (p *Pipeline) complete(ctx context.Context, cfg *config.Config, e store.Ent
 		}
 	}
 	p.finishRun(ctx, run, store.OutcomeSucceeded)
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DONE, MessageId: e.ID, Chain: e.Chain, Routine: run.State().Routine})
+	p.emit(ctx, &events.Event{Kind: events.MessageDone, MessageID: e.ID, Chain: e.Chain, Routine: run.State().Routine})
 }
 
 // exhausted reverts and dead-letters a message whose attempts all failed.
@@ -265,7 +255,7 @@ func (p *Pipeline) deadLetter(ctx context.Context, e store.Entry, note store.Dea
 	if _, err := p.d.Store.DeadLetter(e.File, note); err != nil && !errors.Is(err, os.ErrNotExist) {
 		p.log.Error("dead-letter", "message", e.ID, "err", err)
 	}
-	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD, MessageId: e.ID, Chain: e.Chain,
+	p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
 		Text: note.Reason + ": " + firstLine(note.Detail)})
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // replicaSync is the state of one assignment that a replica worker may
@@ -48,7 +47,7 @@ func (p *Pipeline) onlyInPlaceConnected() bool {
 // replica worker is (the common single-machine case, where the snapshot
 // would cost a tree walk per dispatch for nothing). Call done when the
 // assignment ended.
-func (p *Pipeline) prepareReplica(ctx context.Context, a *decreev1.Assignment) (*replicaSync, error) {
+func (p *Pipeline) prepareReplica(ctx context.Context, a *lease.Work) (*replicaSync, error) {
 	if p.d.Replica == nil || p.onlyInPlaceConnected() {
 		return &replicaSync{release: func() {}, inPlace: true}, nil
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // Library returns the routine library of a project under cfg.
@@ -22,7 +22,7 @@ func Library(root string, cfg *config.Config) routine.Library {
 	if shared != "" && !filepath.IsAbs(shared) {
 		shared = filepath.Join(root, shared)
 	}
-	return routine.Library{Dir: filepath.Join(root, store.DecreeDir, "routines"), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
+	return routine.Library{Dir: layout.Path(root, layout.Routines), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
 }
 
 // chooseRoutine picks a message's routine: its own routine field, else the
@@ -92,7 +92,7 @@ func (p *Pipeline) routeByAI(ctx context.Context, cfg *config.Config, lib routin
 	}
 	enabled := map[string]bool{}
 	var b strings.Builder
-	if guide, err := os.ReadFile(filepath.Join(p.d.Store.Root(), store.DecreeDir, "router.md")); err == nil {
+	if guide, err := os.ReadFile(layout.Path(p.d.Store.Root(), layout.RouterGuide)); err == nil {
 		b.Write(guide)
 		b.WriteString("\n\n")
 	}
@@ -126,7 +126,7 @@ func (p *Pipeline) routeByAI(ctx context.Context, cfg *config.Config, lib routin
 
 // askRouter runs commands.router on a worker with prompt on stdin.
 func (p *Pipeline) askRouter(ctx context.Context, cfg *config.Config, id, prompt string) (string, error) {
-	a := &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER, MessageId: id, Attempt: 1,
+	a := &lease.Work{Kind: lease.WorkRouter, MessageID: id, Attempt: 1,
 		Command: cfg.Commands.Router, Stdin: []byte(prompt)}
 	// No manifest digest: a replica worker answers from its replica as it
 	// is, and nothing it changes comes back.

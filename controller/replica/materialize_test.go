@@ -205,6 +205,12 @@ func TestDeliverFiles(t *testing.T) {
 		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "papermill.log", Content: []byte("log")},
 		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "state.json", Content: []byte("forged")},
 		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "routine-2.log", Content: []byte("forged")},
+		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "routine.log", Content: []byte("forged")},
+		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "routine.try-002.log", Content: []byte("forged")},
+		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "hook-aftereach.try-002.log", Content: []byte("forged")},
+		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "router.log", Content: []byte("forged")},
+		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "changes.try-003.diff", Content: []byte("forged")},
+		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "failure-context.md", Content: []byte("forged")},
 		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_RUN_DIR, Name: "../../evil", Content: []byte("forged")},
 		{Area: decreev1.ReturnedFileArea_RETURNED_FILE_AREA_UNSPECIFIED, Name: "x", Content: []byte("?")},
 	}
@@ -218,8 +224,8 @@ func TestDeliverFiles(t *testing.T) {
 	if len(run) != 2 || run["output.ipynb"] != "{}" || run["papermill.log"] != "log" {
 		t.Errorf("run files written: %v", run)
 	}
-	if len(notes) != 4 {
-		t.Errorf("notes = %q, want 4 refusals", notes)
+	if len(notes) != 10 {
+		t.Errorf("notes = %q, want 10 refusals", notes)
 	}
 }
 

@@ -2,10 +2,10 @@ package replica
 
 import (
 	"fmt"
-	"regexp"
 
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -18,10 +18,6 @@ type FollowUps interface {
 type RunDir interface {
 	WriteFile(name string, data []byte) error
 }
-
-// controllerOwned are run-directory names only the controller writes; a
-// worker may not replace them.
-var controllerOwned = regexp.MustCompile(`^(message\.md|failure-context\.md|manifest\.json|state\.json|run\.json|changes(\.try-[0-9]+)?\.diff|(routine|router|hook(-[a-z]+)?)(-[0-9]+)?\.log)$`)
 
 // DeliverFiles puts the files a replica worker returned for message
 // <chain>-<seq> where they belong: follow-ups into the inbox or outbox
@@ -59,7 +55,7 @@ func DeliverFiles(fu FollowUps, chain string, seq int, run RunDir, files []*decr
 				notes = append(notes, fmt.Sprintf("run file refused: %v", err))
 				continue
 			}
-			if controllerOwned.MatchString(name) {
+			if layout.ControllerOwned(name) {
 				notes = append(notes, fmt.Sprintf("run file %q refused: the controller writes that file itself", name))
 				continue
 			}

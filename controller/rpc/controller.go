@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -47,7 +48,7 @@ func (s *ControllerServer) SubmitMessage(ctx context.Context, req *decreev1.Subm
 	if err != nil {
 		return nil, Status(err)
 	}
-	return &decreev1.SubmitMessageResponse{Message: entryInfo(e, decreev1.MessageState_MESSAGE_STATE_QUEUED), EventSequence: seq}, nil
+	return &decreev1.SubmitMessageResponse{Message: entryInfo(e), EventSequence: seq}, nil
 }
 
 // ProcessMigrations lists migrations and starts a job.
@@ -66,8 +67,8 @@ func (s *ControllerServer) ProcessMigrations(ctx context.Context, req *decreev1.
 // WatchEvents streams events.
 func (s *ControllerServer) WatchEvents(req *decreev1.WatchEventsRequest, stream decreev1.ControllerService_WatchEventsServer) error {
 	chain, job := req.GetChain(), req.GetJobId()
-	w := s.d.Events.Watch(events.WatchOptions{From: req.GetFromSequence(), Follow: req.GetFollow(), Filter: func(ev *decreev1.Event) bool {
-		return (chain == "" || ev.GetChain() == chain) && (job == "" || ev.GetJobId() == job)
+	w := s.d.Events.Watch(events.WatchOptions{From: req.GetFromSequence(), Follow: req.GetFollow(), Filter: func(ev *events.Event) bool {
+		return (chain == "" || ev.Chain == chain) && (job == "" || ev.JobID == job)
 	}})
 	defer w.Close()
 	for {
@@ -78,7 +79,7 @@ func (s *ControllerServer) WatchEvents(req *decreev1.WatchEventsRequest, stream 
 		if err != nil {
 			return Status(err)
 		}
-		if err := stream.Send(&decreev1.WatchEventsResponse{Event: ev}); err != nil {
+		if err := stream.Send(&decreev1.WatchEventsResponse{Event: eventProto(ev)}); err != nil {
 			return err
 		}
 	}
@@ -94,7 +95,7 @@ func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decr
 	if attempt <= 0 {
 		run, err := s.d.Store.OpenRun(id)
 		if err != nil {
-			return status.Errorf(codes.NotFound, "no run %s yet: %v", id, err)
+			return Status(err)
 		}
 		attempt = len(run.State().Attempts)
 		if attempt == 0 {
@@ -168,25 +169,28 @@ func (s *ControllerServer) ListMessages(ctx context.Context, req *decreev1.ListM
 
 // GetMessage returns one message with its body.
 func (s *ControllerServer) GetMessage(ctx context.Context, req *decreev1.GetMessageRequest) (*decreev1.GetMessageResponse, error) {
-	all, err := s.messages()
+	v, err := s.d.Store.FindMessage(req.GetId())
 	if err != nil {
 		return nil, Status(err)
 	}
-	for _, m := range all {
-		if m.GetId() == req.GetId() || m.GetName() == req.GetId() || m.GetName()+".md" == req.GetId() {
-			return &decreev1.GetMessageResponse{Message: m}, nil
-		}
+	mi := messageInfo(v)
+	if id, _, attempt, busy := s.d.Pipeline.Running(); busy && v.State == store.StateQueued && v.ID == id {
+		mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
 	}
-	return nil, status.Errorf(codes.NotFound, "no message %q in the inbox, done or dead", req.GetId())
+	return &decreev1.GetMessageResponse{Message: mi}, nil
 }
 
 // ListRuns lists runs, newest first.
 func (s *ControllerServer) ListRuns(ctx context.Context, req *decreev1.ListRunsRequest) (*decreev1.ListRunsResponse, error) {
-	runs, err := s.runs(req.GetChain(), int(req.GetLimit()))
+	runs, err := s.d.Store.Runs(req.GetChain(), int(req.GetLimit()))
 	if err != nil {
 		return nil, Status(err)
 	}
-	return &decreev1.ListRunsResponse{Runs: runs}, nil
+	resp := &decreev1.ListRunsResponse{}
+	for _, run := range runs {
+		resp.Runs = append(resp.Runs, runInfo(run))
+	}
+	return resp, nil
 }
 
 // GetRun returns one run.
@@ -196,7 +200,7 @@ func (s *ControllerServer) GetRun(ctx context.Context, req *decreev1.GetRunReque
 	}
 	run, err := s.d.Store.OpenRun(req.GetId())
 	if err != nil {
-		return nil, status.Errorf(codes.NotFound, "no run %s: %v", req.GetId(), err)
+		return nil, Status(err)
 	}
 	return &decreev1.GetRunResponse{Run: runInfo(run)}, nil
 }
@@ -208,7 +212,7 @@ func (s *ControllerServer) GetArtifact(req *decreev1.GetArtifactRequest, stream 
 	}
 	run, err := s.d.Store.OpenRun(req.GetMessageId())
 	if err != nil {
-		return status.Errorf(codes.NotFound, "no run %s: %v", req.GetMessageId(), err)
+		return Status(err)
 	}
 	p, err := run.Path(req.GetName())
 	if err != nil {
@@ -216,7 +220,7 @@ func (s *ControllerServer) GetArtifact(req *decreev1.GetArtifactRequest, stream 
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return status.Errorf(codes.NotFound, "run %s has no %s (see `decreectl runs -o json` for its artifacts)", req.GetMessageId(), req.GetName())
+		return Status(fmt.Errorf("%w: run %s has no artifact %s (ListRuns lists each run's artifacts)", store.ErrNotFound, req.GetMessageId(), req.GetName()))
 	}
 	size := uint64(fi.Size())
 	return Status(sendFile(p, req.GetOffset(), func(off uint64, data []byte) error {
@@ -230,7 +234,7 @@ func (s *ControllerServer) RequeueMessage(ctx context.Context, req *decreev1.Req
 	if err != nil {
 		return nil, Status(err)
 	}
-	return &decreev1.RequeueMessageResponse{Message: entryInfo(e, decreev1.MessageState_MESSAGE_STATE_QUEUED)}, nil
+	return &decreev1.RequeueMessageResponse{Message: entryInfo(e)}, nil
 }
 
 // CancelMessage cancels a queued or running message.

@@ -2,12 +2,11 @@ package rpc
 
 import (
 	"context"
+	"errors"
 
 	"github.com/decreehq/decree/controller/replica"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // WithReplica enables the replica RPCs, served by r; it returns w.
@@ -16,9 +15,11 @@ func (w *WorkerServer) WithReplica(r *replica.Service) *WorkerServer {
 	return w
 }
 
-func (w *WorkerServer) noReplica() error {
-	return status.Error(codes.Unimplemented, "this controller does not serve replica workspaces; run the worker in the controller's project directory")
-}
+// ErrReplicaNotServed is returned by the replica RPCs of a controller
+// that serves no replica workspaces.
+var ErrReplicaNotServed = errors.New("this controller does not serve replica workspaces; run the worker in the controller's project directory")
+
+func (w *WorkerServer) noReplica() error { return Status(ErrReplicaNotServed) }
 
 // GetWorkspaceManifest returns the manifest the lease's replica must match.
 func (w *WorkerServer) GetWorkspaceManifest(_ context.Context, req *decreev1.GetWorkspaceManifestRequest) (*decreev1.GetWorkspaceManifestResponse, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/replica"
+	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/routine"
 	"github.com/decreehq/decree/pkg/wiremanifest"
@@ -63,7 +64,9 @@ func Status(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, lease.ErrInvalid), errors.Is(err, fsutil.ErrUnsafePath), errors.Is(err, pipeline.ErrInvalid):
 		code = codes.InvalidArgument
-	case errors.Is(err, pipeline.ErrNotFound), errors.Is(err, routine.ErrRoutineNotFound), errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, store.ErrDamaged):
+		code = codes.DataLoss
+	case errors.Is(err, pipeline.ErrNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, routine.ErrRoutineNotFound), errors.Is(err, fs.ErrNotExist):
 		code = codes.NotFound
 	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy):
 		code = codes.FailedPrecondition
@@ -85,6 +88,8 @@ func Status(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, replica.ErrMissing):
 		code = codes.NotFound
+	case errors.Is(err, ErrReplicaNotServed):
+		code = codes.Unimplemented
 	}
 	return status.Error(code, err.Error())
 }

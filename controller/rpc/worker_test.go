@@ -151,7 +151,7 @@ type dispatchResult struct {
 	err error
 }
 
-func dispatch(ctx context.Context, m *lease.Manager, a *decreev1.Assignment, req lease.Requirements) chan dispatchResult {
+func dispatch(ctx context.Context, m *lease.Manager, a *lease.Work, req lease.Requirements) chan dispatchResult {
 	ch := make(chan dispatchResult, 1)
 	go func() {
 		res, err := m.Dispatch(ctx, a, req)
@@ -188,7 +188,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 		t.Fatalf("in_place: local %v remote %v", w.inPlace, remote.inPlace)
 	}
 
-	results := dispatch(ctx, e.m, &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, MessageId: msgID, Attempt: 1, MaxAttempts: 3},
+	results := dispatch(ctx, e.m, &lease.Work{Kind: lease.WorkRoutine, MessageID: msgID, Attempt: 1, MaxAttempts: 3},
 		lease.Requirements{Driver: "shell", InPlace: true, Labels: map[string]string{"os": "linux"}})
 	a := w.next(5 * time.Second)
 	if a == nil {
@@ -268,7 +268,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 		t.Fatal("follower did not end with the attempt")
 	}
 	// The worker is free again and takes the next assignment.
-	results = dispatch(ctx, e.m, &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, MessageId: msgID, Attempt: 2}, lease.Requirements{Driver: "shell", InPlace: true})
+	results = dispatch(ctx, e.m, &lease.Work{Kind: lease.WorkRoutine, MessageID: msgID, Attempt: 2}, lease.Requirements{Driver: "shell", InPlace: true})
 	if a2 := w.next(5 * time.Second); a2 == nil || a2.GetAttempt() != 2 {
 		t.Fatalf("second assignment: %v", a2)
 	} else {
@@ -286,7 +286,7 @@ func TestWorkerLostWhenHeartbeatsStop(t *testing.T) {
 	defer cancel()
 	w := e.worker(t, "flaky", e.st.InstanceID(), "shell")
 	start := time.Now()
-	results := dispatch(ctx, e.m, &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, MessageId: msgID, Attempt: 1}, lease.Requirements{})
+	results := dispatch(ctx, e.m, &lease.Work{Kind: lease.WorkRoutine, MessageID: msgID, Attempt: 1}, lease.Requirements{})
 	a := w.next(5 * time.Second)
 	if a == nil {
 		t.Fatal("no assignment")
@@ -329,7 +329,7 @@ func TestCancelAsksWorkerToStop(t *testing.T) {
 	e := newEnv(t, 5*time.Second)
 	w := e.worker(t, "w", e.st.InstanceID(), "shell")
 	ctx, cancel := context.WithCancel(context.Background())
-	results := dispatch(ctx, e.m, &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, MessageId: msgID, Attempt: 1}, lease.Requirements{})
+	results := dispatch(ctx, e.m, &lease.Work{Kind: lease.WorkRoutine, MessageID: msgID, Attempt: 1}, lease.Requirements{})
 	a := w.next(5 * time.Second)
 	if a == nil {
 		t.Fatal("no assignment")
@@ -364,7 +364,7 @@ func TestCancelAsksWorkerToStop(t *testing.T) {
 func TestDispatchWaitsForAWorker(t *testing.T) {
 	e := newEnv(t, 5*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
-	results := dispatch(ctx, e.m, &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER, Command: "true"}, lease.Requirements{})
+	results := dispatch(ctx, e.m, &lease.Work{Kind: lease.WorkRouter, Command: "true"}, lease.Requirements{})
 	w := e.worker(t, "late-comer", "", "shell")
 	a := w.next(5 * time.Second)
 	if a == nil || a.GetKind() != decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER {
@@ -375,7 +375,7 @@ func TestDispatchWaitsForAWorker(t *testing.T) {
 		t.Fatalf("router output %q", r.res.Output)
 	}
 	// Cancelling while no worker qualifies returns at once.
-	results = dispatch(ctx, e.m, &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER}, lease.Requirements{Driver: "none"})
+	results = dispatch(ctx, e.m, &lease.Work{Kind: lease.WorkRouter}, lease.Requirements{Driver: "none"})
 	cancel()
 	if r := <-results; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancel while pending: %v", r.err)
@@ -395,7 +395,7 @@ func TestReconnectKeepsLease(t *testing.T) {
 	e := newEnv(t, ttl)
 	ctx := context.Background()
 	w1 := e.worker(t, "same", e.st.InstanceID(), "shell")
-	results := dispatch(ctx, e.m, &decreev1.Assignment{Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, MessageId: msgID, Attempt: 1}, lease.Requirements{})
+	results := dispatch(ctx, e.m, &lease.Work{Kind: lease.WorkRoutine, MessageID: msgID, Attempt: 1}, lease.Requirements{})
 	a := w1.next(5 * time.Second)
 	if a == nil {
 		t.Fatal("no assignment")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 const (
@@ -143,7 +144,7 @@ func TestMaxDepthAndBadFilesAreDeadLettered(t *testing.T) {
 	if len(sel.Rejected) != 1 || sel.Rejected[0].ID != c1+"-3" || sel.Rejected[0].Note.Reason != store.ReasonMaxDepthExceeded {
 		t.Fatalf("rejected %+v", sel.Rejected)
 	}
-	note, err := os.ReadFile(filepath.Join(st.Dir(), "inbox/dead", c1+"-3.md"+store.NoteSuffix))
+	note, err := os.ReadFile(filepath.Join(st.Dir(), "inbox/dead", c1+"-3.md"+layout.DeadNoteSuffix))
 	if err != nil || !strings.Contains(string(note), "MaxDepthExceeded") || !strings.Contains(string(note), "max_depth is 3") {
 		t.Errorf("note %q, %v", note, err)
 	}

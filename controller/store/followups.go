@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 )
 
@@ -20,13 +21,13 @@ type InboxSnapshot map[string]bool
 
 // SnapshotInbox records the inbox's message files.
 func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
-	ents, err := os.ReadDir(s.path(InboxDir))
+	ents, err := os.ReadDir(s.path(layout.Inbox))
 	if err != nil {
 		return nil, fmt.Errorf("snapshot inbox: %w", err)
 	}
 	snap := InboxSnapshot{}
 	for _, e := range ents {
-		if isMessageFile(e.Name()) {
+		if layout.IsMessageFile(e.Name()) {
 			snap[e.Name()] = true
 		}
 	}
@@ -87,13 +88,13 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 	defer s.mu.Unlock()
 	curID := chain + "-" + strconv.Itoa(seq)
 
-	ents, err := os.ReadDir(s.path(InboxDir))
+	ents, err := os.ReadDir(s.path(layout.Inbox))
 	if err != nil {
 		return out, fmt.Errorf("collect follow-ups of %s: list inbox: %w", curID, err)
 	}
 	for _, de := range ents {
 		name := de.Name()
-		if !isMessageFile(name) || de.IsDir() || before[name] || !chainSeqShape.MatchString(name) {
+		if !layout.IsMessageFile(name) || de.IsDir() || before[name] || !chainSeqShape.MatchString(name) {
 			continue
 		}
 		src := "inbox/" + name
@@ -102,12 +103,12 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 			problem = "it is not a regular file (a symlink?); write the follow-up as a plain file"
 		}
 		if problem == "" {
-			problem = s.checkFollowUpContent(s.path(InboxDir, name))
+			problem = s.checkFollowUpContent(s.path(layout.Inbox, name))
 		}
 		if problem != "" {
 			note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: curID,
 				Detail: fmt.Sprintf("Follow-up %s written by the routine of %s was rejected: %s.", src, curID, problem)}
-			dead, err := s.deadLetterLocked(s.path(InboxDir, name), name, note)
+			dead, err := s.deadLetterLocked(s.path(layout.Inbox, name), name, note)
 			if err != nil {
 				return out, err
 			}
@@ -119,7 +120,7 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 	}
 
 	next := s.maxSeqLocked(chain, seq) + 1
-	obox, err := os.ReadDir(s.path(OutboxDir))
+	obox, err := os.ReadDir(s.path(layout.Outbox))
 	if err != nil {
 		return out, fmt.Errorf("collect follow-ups of %s: list outbox: %w", curID, err)
 	}
@@ -129,12 +130,12 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		if isTemp(name) {
 			continue
 		}
-		if !isMessageFile(name) || de.IsDir() {
+		if !layout.IsMessageFile(name) || de.IsDir() {
 			out.Ignored = append(out.Ignored, "outbox/"+name)
 			continue
 		}
 		src := "outbox/" + name
-		p := s.path(OutboxDir, name)
+		p := s.path(layout.Outbox, name)
 		target := fmt.Sprintf("%s-%d.md", chain, next)
 		m, problem := s.outboxMessage(p, de, target)
 		if problem != "" {
@@ -152,10 +153,10 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
 			return out, fmt.Errorf("collect follow-up %s of %s: %w", src, curID, err)
 		}
-		if _, err := os.Lstat(s.path(InboxDir, target)); err == nil {
+		if _, err := os.Lstat(s.path(layout.Inbox, target)); err == nil {
 			return out, fmt.Errorf("collect follow-up %s of %s: inbox/%s appeared meanwhile; run the collection again", src, curID, target)
 		}
-		if err := fsutil.MoveFile(p, s.path(InboxDir, target)); err != nil {
+		if err := fsutil.MoveFile(p, s.path(layout.Inbox, target)); err != nil {
 			return out, fmt.Errorf("collect follow-up %s of %s: %w", src, curID, err)
 		}
 		out.FollowUps = append(out.FollowUps, FollowUp{File: target, ID: chain + "-" + strconv.Itoa(next), Seq: next, Source: src})
@@ -231,14 +232,14 @@ func (s *Store) outboxMessage(p string, de fs.DirEntry, target string) (*message
 // done/, dead/ and run directories, at least floor.
 func (s *Store) maxSeqLocked(chain string, floor int) int {
 	max := floor
-	for _, d := range []string{InboxDir, DoneDir, DeadDir, RunsDir} {
+	for _, d := range []string{layout.Inbox, layout.Done, layout.Dead, layout.Runs} {
 		ents, err := os.ReadDir(s.path(d))
 		if err != nil {
 			continue
 		}
 		for _, e := range ents {
 			name := e.Name()
-			if d == RunsDir {
+			if d == layout.Runs {
 				name += ".md"
 			}
 			if c, n, ok := message.ChainFromFileName(name); ok && c == chain && n > max {
@@ -272,7 +273,7 @@ func (s *Store) ReceiveFollowUp(chain string, seq int, area, name string, conten
 	case AreaOutbox:
 		if err := message.CheckName(name); err != nil {
 			problem = err.Error()
-		} else if !isMessageFile(name) {
+		} else if !layout.IsMessageFile(name) {
 			problem = fmt.Sprintf("the name %q does not end in .md (or starts with '.')", name)
 		}
 	default:

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 )
 
@@ -110,7 +111,7 @@ func TestCollectFollowUps(t *testing.T) {
 				t.Errorf("dead %v, want %v", dead, tt.wantDead)
 			}
 			for i, d := range tt.wantDead {
-				note := read(t, filepath.Join(s.Dir(), "inbox/dead", d+NoteSuffix))
+				note := read(t, filepath.Join(s.Dir(), "inbox/dead", d+layout.DeadNoteSuffix))
 				if !strings.Contains(note, "reason: "+ReasonInvalidFollowUp) || !strings.Contains(note, tt.wantWhy[i]) {
 					t.Errorf("note of %s lacks %q:\n%s", d, tt.wantWhy[i], note)
 				}
@@ -181,7 +182,7 @@ func TestReceiveFollowUp(t *testing.T) {
 			if !strings.HasPrefix(rej.DeadFile, "rejected-") || read(t, filepath.Join(s.Dir(), "inbox/dead", rej.DeadFile)) != "content\n" {
 				t.Errorf("%q: dead file %q", tt.name, rej.DeadFile)
 			}
-			if !exists(filepath.Join(s.Dir(), "inbox/dead", rej.DeadFile+NoteSuffix)) {
+			if !exists(filepath.Join(s.Dir(), "inbox/dead", rej.DeadFile+layout.DeadNoteSuffix)) {
 				t.Errorf("%q: no note", tt.name)
 			}
 			// Nothing was written outside .decree/.

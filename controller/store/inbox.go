@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 )
 
@@ -62,12 +63,6 @@ const (
 	ReasonNotRegularFile = "NotRegularFile"
 )
 
-// isMessageFile reports whether a directory entry of the inbox is a message:
-// a "*.md" name not starting with "." (temporary files are hidden).
-func isMessageFile(name string) bool {
-	return strings.HasSuffix(name, ".md") && len(name) > len(".md") && !strings.HasPrefix(name, ".")
-}
-
 // ListInbox reads every message in inbox/, normalised, ordered by chain,
 // then seq, then file name; unusable files come last with Err set.
 //
@@ -79,14 +74,14 @@ func isMessageFile(name string) bool {
 func (s *Store) ListInbox() ([]Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dir := s.path(InboxDir)
+	dir := s.path(layout.Inbox)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list inbox %s: %w", dir, err)
 	}
 	var out []Entry
 	for _, de := range ents {
-		if !isMessageFile(de.Name()) || de.IsDir() {
+		if !layout.IsMessageFile(de.Name()) || de.IsDir() {
 			continue
 		}
 		e := Entry{File: de.Name()}
@@ -140,7 +135,7 @@ func sortEntries(es []Entry) {
 // loadInboxEntry parses and normalises e.File, assigning and persisting a
 // chain when the message has none.
 func (s *Store) loadInboxEntry(e *Entry) {
-	p := s.path(InboxDir, e.File)
+	p := s.path(layout.Inbox, e.File)
 	data, err := fsutil.ReadRegular(p)
 	if err != nil {
 		reason := ReasonInvalidMessage
@@ -211,7 +206,7 @@ func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
 		name = "run-" + c
 	}
 	taken := func(n string) bool {
-		for _, d := range []string{InboxDir, DoneDir, DeadDir} {
+		for _, d := range []string{layout.Inbox, layout.Done, layout.Dead} {
 			if _, err := os.Lstat(s.path(d, n+".md")); err == nil {
 				return true
 			}
@@ -224,7 +219,7 @@ func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
 		if err := message.Normalize(m, in); err != nil {
 			return Entry{}, fmt.Errorf("create message %s: %w", final, err)
 		}
-		err := writeNew(s.path(InboxDir, in.FileName), m.Render())
+		err := writeNew(s.path(layout.Inbox, in.FileName), m.Render())
 		if errors.Is(err, fs.ErrExist) {
 			continue // created meanwhile by someone else; pick the next name
 		}
@@ -283,12 +278,12 @@ func (s *Store) MarkDone(file string) (string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	target := s.freeName(DoneDir, file)
-	if err := fsutil.MoveFile(s.path(InboxDir, file), s.path(DoneDir, target)); err != nil {
+	target := s.freeName(layout.Done, file)
+	if err := fsutil.MoveFile(s.path(layout.Inbox, file), s.path(layout.Done, target)); err != nil {
 		return "", fmt.Errorf("mark message %s done: %w", file, err)
 	}
 	// A note the user moved back into the inbox with the message is stale now.
-	_ = os.Remove(s.path(InboxDir, file+NoteSuffix))
+	_ = os.Remove(s.path(layout.Inbox, file+layout.DeadNoteSuffix))
 	return target, nil
 }
 
@@ -297,7 +292,7 @@ func checkMessageFile(file string) error {
 	if err := message.CheckName(file); err != nil {
 		return err
 	}
-	if !isMessageFile(file) {
+	if !layout.IsMessageFile(file) {
 		return fmt.Errorf("%w: %q is not a message file name (expected NAME.md)", fsutil.ErrUnsafePath, file)
 	}
 	return nil
@@ -308,7 +303,7 @@ func checkMessageFile(file string) error {
 func (s *Store) freeName(dir, file string) string {
 	base := strings.TrimSuffix(file, ".md")
 	taken := func(n string) bool {
-		for _, p := range []string{s.path(dir, n+".md"), s.path(dir, n+".md"+NoteSuffix)} {
+		for _, p := range []string{s.path(dir, n+".md"), s.path(dir, n+".md"+layout.DeadNoteSuffix)} {
 			if _, err := os.Lstat(p); err == nil {
 				return true
 			}
@@ -338,12 +333,12 @@ func (s *Store) DeadLetter(file string, note DeadNote) (string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	name, err := s.deadLetterLocked(s.path(InboxDir, file), file, note)
+	name, err := s.deadLetterLocked(s.path(layout.Inbox, file), file, note)
 	if err != nil {
 		return "", err
 	}
 	if message.CheckName(file) == nil {
-		_ = os.Remove(s.path(InboxDir, file+NoteSuffix))
+		_ = os.Remove(s.path(layout.Inbox, file+layout.DeadNoteSuffix))
 	}
 	return name, nil
 }
@@ -367,21 +362,21 @@ func (s *Store) Skip(file string) {
 // dead/, and the note records the original one.
 func (s *Store) deadLetterLocked(src, file string, note DeadNote) (string, error) {
 	safe := fsutil.SafeName(file)
-	if !isMessageFile(safe) {
-		safe = strings.TrimPrefix(safe, ".") + ".md"
+	if !layout.IsMessageFile(safe) {
+		safe = strings.TrimPrefix(safe, ".") + layout.MessageExt
 	}
 	if safe != file {
 		note.Original = file
 	}
-	target := s.freeName(DeadDir, safe)
+	target := s.freeName(layout.Dead, safe)
 	if note.Time.IsZero() {
 		note.Time = s.now()
 	}
-	if err := fsutil.WriteFileAtomic(s.path(DeadDir, target+NoteSuffix), note.render(s.loc), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(s.path(layout.Dead, target+layout.DeadNoteSuffix), note.render(s.loc), 0o644); err != nil {
 		return "", fmt.Errorf("dead-letter %s: write note: %w", file, err)
 	}
-	if err := fsutil.MoveFile(src, s.path(DeadDir, target)); err != nil {
-		_ = os.Remove(s.path(DeadDir, target+NoteSuffix))
+	if err := fsutil.MoveFile(src, s.path(layout.Dead, target)); err != nil {
+		_ = os.Remove(s.path(layout.Dead, target+layout.DeadNoteSuffix))
 		return "", fmt.Errorf("dead-letter %s: %w", file, err)
 	}
 	return target, nil
@@ -390,15 +385,15 @@ func (s *Store) deadLetterLocked(src, file string, note DeadNote) (string, error
 // deadLetterBytes writes content as a new file in dead/ with a note; used
 // for files that never existed on disk here (a replica's returned files).
 func (s *Store) deadLetterBytes(file string, content []byte, note DeadNote) (string, error) {
-	target := s.freeName(DeadDir, file)
+	target := s.freeName(layout.Dead, file)
 	if note.Time.IsZero() {
 		note.Time = s.now()
 	}
-	if err := fsutil.WriteFileAtomic(s.path(DeadDir, target+NoteSuffix), note.render(s.loc), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(s.path(layout.Dead, target+layout.DeadNoteSuffix), note.render(s.loc), 0o644); err != nil {
 		return "", fmt.Errorf("dead-letter %s: write note: %w", file, err)
 	}
-	if err := writeNew(s.path(DeadDir, target), content); err != nil {
-		_ = os.Remove(s.path(DeadDir, target+NoteSuffix))
+	if err := writeNew(s.path(layout.Dead, target), content); err != nil {
+		_ = os.Remove(s.path(layout.Dead, target+layout.DeadNoteSuffix))
 		return "", fmt.Errorf("dead-letter %s: %w", file, err)
 	}
 	return target, nil
@@ -416,18 +411,18 @@ func (s *Store) Requeue(file string) (string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	src := s.path(DeadDir, file)
+	src := s.path(layout.Dead, file)
 	if _, err := os.Lstat(src); err != nil {
-		return "", fmt.Errorf("requeue %s: no such message in %s: %w", file, s.path(DeadDir), err)
+		return "", fmt.Errorf("requeue %s: no such message in %s: %w", file, s.path(layout.Dead), err)
 	}
-	target := s.freeName(InboxDir, file)
-	if err := fsutil.MoveFile(src, s.path(InboxDir, target)); err != nil {
+	target := s.freeName(layout.Inbox, file)
+	if err := fsutil.MoveFile(src, s.path(layout.Inbox, target)); err != nil {
 		return "", fmt.Errorf("requeue %s: %w", file, err)
 	}
-	if err := os.Remove(s.path(DeadDir, file+NoteSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(s.path(layout.Dead, file+layout.DeadNoteSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return target, fmt.Errorf("requeue %s: remove note: %w", file, err)
 	}
-	return target, fsutil.SyncDir(s.path(DeadDir))
+	return target, fsutil.SyncDir(s.path(layout.Dead))
 }
 
 // DeadEntry is a message in inbox/dead/ with its note.
@@ -442,14 +437,14 @@ type DeadEntry struct {
 
 // ListDead returns the messages in inbox/dead/ by file name.
 func (s *Store) ListDead() ([]DeadEntry, error) {
-	dir := s.path(DeadDir)
+	dir := s.path(layout.Dead)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters %s: %w", dir, err)
 	}
 	var out []DeadEntry
 	for _, de := range ents {
-		if !isMessageFile(de.Name()) || de.IsDir() {
+		if !layout.IsMessageFile(de.Name()) || de.IsDir() {
 			continue
 		}
 		d := DeadEntry{File: de.Name()}
@@ -458,7 +453,7 @@ func (s *Store) ListDead() ([]DeadEntry, error) {
 			// for such files and for files that cannot be read.
 			d.Content, _ = fsutil.ReadRegular(filepath.Join(dir, d.File))
 		}
-		if note, err := fsutil.ReadRegular(filepath.Join(dir, d.File+NoteSuffix)); err == nil {
+		if note, err := fsutil.ReadRegular(filepath.Join(dir, d.File+layout.DeadNoteSuffix)); err == nil {
 			d.Note = parseNote(note)
 		}
 		out = append(out, d)
@@ -468,14 +463,14 @@ func (s *Store) ListDead() ([]DeadEntry, error) {
 
 // ListDone returns the file names in inbox/done/, sorted.
 func (s *Store) ListDone() ([]string, error) {
-	dir := s.path(DoneDir)
+	dir := s.path(layout.Done)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list done messages %s: %w", dir, err)
 	}
 	var out []string
 	for _, de := range ents {
-		if isMessageFile(de.Name()) && !de.IsDir() {
+		if layout.IsMessageFile(de.Name()) && !de.IsDir() {
 			out = append(out, de.Name())
 		}
 	}

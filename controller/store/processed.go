@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // Processed returns the spec file names listed in .decree/processed.md, one
@@ -39,12 +40,12 @@ func processedName(line string) string {
 }
 
 func (s *Store) readProcessed() ([]string, error) {
-	data, err := os.ReadFile(s.path(ProcessedFile))
+	data, err := os.ReadFile(s.path(layout.Processed))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", s.path(ProcessedFile), err)
+		return nil, fmt.Errorf("read %s: %w", s.path(layout.Processed), err)
 	}
 	text := strings.TrimRight(string(data), "\n")
 	if text == "" {
@@ -59,7 +60,7 @@ func (s *Store) writeProcessed(lines []string) error {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	if err := fsutil.WriteFileAtomic(s.path(ProcessedFile), b.Bytes(), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(s.path(layout.Processed), b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("update processed.md: %w", err)
 	}
 	return nil

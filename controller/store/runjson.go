@@ -8,9 +8,7 @@ import (
 	"slices"
 	"time"
 
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // RunRecord is run.json, written after every completed run (success,
@@ -94,8 +92,8 @@ func (r *Run) Record() RunRecord {
 		})
 	}
 	rec.Artifacts, _ = r.Artifacts()
-	if !slices.Contains(rec.Artifacts, RunFile) {
-		rec.Artifacts = append(rec.Artifacts, RunFile)
+	if !slices.Contains(rec.Artifacts, layout.RunFile) {
+		rec.Artifacts = append(rec.Artifacts, layout.RunFile)
 		slices.Sort(rec.Artifacts)
 	}
 	return rec
@@ -108,7 +106,7 @@ func (s *Store) ReadRunRecord(id string) (RunRecord, error) {
 	if err != nil {
 		return rec, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	data, err := os.ReadFile(filepath.Join(dir, layout.RunFile))
 	if err != nil {
 		return rec, fmt.Errorf("read run.json of %s: %w", id, err)
 	}
@@ -116,46 +114,4 @@ func (s *Store) ReadRunRecord(id string) (RunRecord, error) {
 		return rec, fmt.Errorf("read run.json of %s: %w", id, err)
 	}
 	return rec, nil
-}
-
-// Proto converts the record to the API's RunInfo.
-func (rec RunRecord) Proto() *decreev1.RunInfo {
-	ts := func(s string) *timestamppb.Timestamp {
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return nil
-		}
-		return timestamppb.New(t)
-	}
-	out := &decreev1.RunInfo{
-		MessageId:   rec.MessageID,
-		Routine:     rec.Routine,
-		Trigger:     rec.Trigger,
-		Migration:   rec.Migration,
-		Attempts:    int32(rec.Attempts),
-		MaxAttempts: int32(rec.MaxAttempts),
-		ExitCode:    int32(rec.ExitCode),
-		StartTime:   ts(rec.Start),
-		EndTime:     ts(rec.End),
-		Duration:    durationpb.New(time.Duration(rec.DurationMS) * time.Millisecond),
-		Artifacts:   rec.Artifacts,
-		TimeZone:    rec.TimeZone,
-	}
-	switch rec.Outcome {
-	case OutcomeSucceeded:
-		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_SUCCEEDED
-	case OutcomeDeadLettered:
-		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_DEAD_LETTERED
-	case OutcomeCancelled:
-		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_CANCELLED
-	case "":
-		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_RUNNING
-	}
-	for _, a := range rec.AttemptDetails {
-		out.AttemptDetails = append(out.AttemptDetails, &decreev1.AttemptInfo{
-			Attempt: int32(a.Attempt), ExitCode: int32(a.ExitCode), Error: a.Error,
-			StartTime: ts(a.Start), EndTime: ts(a.End), WorkerId: a.WorkerID, LogName: a.LogName,
-		})
-	}
-	return out
 }

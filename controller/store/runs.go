@@ -14,14 +14,8 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
-)
-
-// Run-directory file names the store writes.
-const (
-	MessageFile = "message.md"
-	StateFile   = "state.json"
-	RunFile     = "run.json"
 )
 
 // Attempt status values in state.json.
@@ -63,23 +57,12 @@ func CheckStream(stream string) error {
 	return nil
 }
 
-// LogName is the file name of a stream's log for an attempt: "routine.log"
-// for attempt 1, "routine.try-002.log" for attempt 2, and so on (three
-// digits, more only beyond attempt 999). See the package documentation for
-// why these names sort in attempt order.
-func LogName(stream string, attempt int) string {
-	if attempt <= 1 {
-		return stream + ".log"
-	}
-	return fmt.Sprintf("%s.try-%03d.log", stream, attempt)
-}
-
 // RunDir is the absolute run directory of a message id.
 func (s *Store) RunDir(id string) (string, error) {
 	if err := CheckID(id); err != nil {
 		return "", err
 	}
-	return s.path(RunsDir, id), nil
+	return s.path(layout.Runs, id), nil
 }
 
 // LogPath is the absolute path of a stream's log for one attempt of a
@@ -95,7 +78,7 @@ func (s *Store) LogPath(id string, attempt int, stream string) (string, error) {
 	if attempt < 1 {
 		return "", fmt.Errorf("log of %s: attempt %d is not a positive number", id, attempt)
 	}
-	return filepath.Join(dir, LogName(stream, attempt)), nil
+	return filepath.Join(dir, layout.LogName(stream, attempt)), nil
 }
 
 // RunState is runs/<id>/state.json: the controller's bookkeeping of a
@@ -187,7 +170,7 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start run %s: create %s: %w", e.ID, dir, err)
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, MessageFile), e.Message.Render(), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, layout.MessageFile), e.Message.Render(), 0o644); err != nil {
 		return nil, fmt.Errorf("start run %s: %w", e.ID, err)
 	}
 	r.state = RunState{
@@ -209,11 +192,11 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 // archiveRun renames runs/<id>/ to the first free runs/<id>.prev-N/.
 func (s *Store) archiveRun(id string) error {
 	for n := 1; ; n++ {
-		dst := s.path(RunsDir, id+".prev-"+strconv.Itoa(n))
+		dst := s.path(layout.Runs, id+".prev-"+strconv.Itoa(n))
 		if _, err := os.Lstat(dst); err == nil {
 			continue
 		}
-		if err := fsutil.MoveFile(s.path(RunsDir, id), dst); err != nil {
+		if err := fsutil.MoveFile(s.path(layout.Runs, id), dst); err != nil {
 			return fmt.Errorf("start run %s: keep the earlier run: %w", id, err)
 		}
 		return nil
@@ -227,6 +210,9 @@ func (s *Store) OpenRun(id string) (*Run, error) {
 		return nil, err
 	}
 	st, err := readState(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no run %s", ErrNotFound, id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open run %s: %w", id, err)
 	}
@@ -252,12 +238,12 @@ func (s *Store) InterruptedAttempt(id string) (int, bool) {
 
 func readState(dir string) (RunState, error) {
 	var st RunState
-	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	data, err := os.ReadFile(filepath.Join(dir, layout.StateFile))
 	if err != nil {
 		return st, err
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("read %s: %w (the file is damaged; move the run directory away to start the message afresh)", filepath.Join(dir, StateFile), err)
+		return st, fmt.Errorf("%w: %s of run %s cannot be read (%v); move the run directory away to start the message afresh", ErrDamaged, layout.StateFile, filepath.Base(dir), err)
 	}
 	return st, nil
 }
@@ -323,7 +309,7 @@ func (r *Run) save(st RunState) error {
 	if err != nil {
 		return fmt.Errorf("save run state %s: %w", r.id, err)
 	}
-	if err := replaceFileAtomic(filepath.Join(r.dir, StateFile), append(data, '\n')); err != nil {
+	if err := replaceFileAtomic(filepath.Join(r.dir, layout.StateFile), append(data, '\n')); err != nil {
 		return fmt.Errorf("save run state %s: %w", r.id, err)
 	}
 	return nil
@@ -382,7 +368,7 @@ func (r *Run) BeginAttempt() (AttemptState, error) {
 		if _, open := interruptedAttempt(*st); open {
 			return fmt.Errorf("begin attempt of %s: attempt %d is still running; finish it first", r.id, n)
 		}
-		a = AttemptState{N: n + 1, Status: AttemptRunning, ExitCode: -1, Start: r.s.now(), LogName: LogName("routine", n+1)}
+		a = AttemptState{N: n + 1, Status: AttemptRunning, ExitCode: -1, Start: r.s.now(), LogName: layout.LogName("routine", n+1)}
 		st.Attempts = append(st.Attempts, a)
 		return nil
 	})
@@ -445,7 +431,7 @@ func (r *Run) Finish(outcome string) (RunRecord, error) {
 	if err != nil {
 		return RunRecord{}, fmt.Errorf("write run.json of %s: %w", r.id, err)
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(r.dir, RunFile), append(data, '\n'), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(r.dir, layout.RunFile), append(data, '\n'), 0o644); err != nil {
 		return RunRecord{}, fmt.Errorf("write run.json of %s: %w", r.id, err)
 	}
 	// WriteFileAtomic synced the run directory: every artifact written
@@ -462,7 +448,7 @@ func (r *Run) Artifacts() ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if e.IsDir() || isTemp(e.Name()) || e.Name() == StateFile {
+		if e.IsDir() || isTemp(e.Name()) || e.Name() == layout.StateFile {
 			continue
 		}
 		out = append(out, e.Name())

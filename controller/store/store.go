@@ -38,7 +38,7 @@
 // These names sort in attempt order both byte-wise (Go, LC_ALL=C ls) and
 // under locale collation that ignores punctuation ("routine.log" <
 // "routine.try-..." because "l" < "t"), unlike "routine-2.log" and
-// "routine-10.log". See LogName.
+// "routine-10.log". See layout.LogName.
 package store
 
 import (
@@ -55,21 +55,8 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
-)
-
-// Directory and file names inside .decree/.
-const (
-	DecreeDir     = ".decree"
-	InboxDir      = "inbox"
-	DoneDir       = "inbox/done"
-	DeadDir       = "inbox/dead"
-	OutboxDir     = "outbox"
-	RunsDir       = "runs"
-	ProcessedFile = "processed.md"
-	InstanceFile  = "instance-id"
-	// NoteSuffix is appended to a dead message's file name to name its note.
-	NoteSuffix = ".dead.txt"
 )
 
 // Options configure a Store.
@@ -110,7 +97,7 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		root:   abs,
-		dir:    filepath.Join(abs, DecreeDir),
+		dir:    filepath.Join(abs, layout.Dir),
 		log:    opts.Logger,
 		now:    opts.Now,
 		chains: opts.Chains,
@@ -128,7 +115,7 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 	if s.loc == nil {
 		s.loc = time.Local
 	}
-	for _, d := range []string{InboxDir, DoneDir, DeadDir, OutboxDir, RunsDir} {
+	for _, d := range []string{layout.Inbox, layout.Done, layout.Dead, layout.Outbox, layout.Runs} {
 		if err := os.MkdirAll(s.path(d), 0o755); err != nil {
 			return nil, fmt.Errorf("open decree store: create %s: %w", s.path(d), err)
 		}
@@ -164,7 +151,7 @@ func (s *Store) path(parts ...string) string {
 }
 
 func (s *Store) loadInstanceID() error {
-	p := s.path(InstanceFile)
+	p := s.path(layout.InstanceID)
 	data, err := os.ReadFile(p)
 	if err == nil {
 		id := strings.TrimSpace(string(data))
@@ -194,14 +181,14 @@ func isTemp(name string) bool {
 // recover removes temporary files of interrupted writes and notes that lost
 // their message (an interrupted dead-letter or requeue).
 func (s *Store) recover() error {
-	dirs := []string{s.dir, s.path(InboxDir), s.path(DoneDir), s.path(DeadDir), s.path(OutboxDir)}
-	runs, err := os.ReadDir(s.path(RunsDir))
+	dirs := []string{s.dir, s.path(layout.Inbox), s.path(layout.Done), s.path(layout.Dead), s.path(layout.Outbox)}
+	runs, err := os.ReadDir(s.path(layout.Runs))
 	if err != nil {
-		return fmt.Errorf("open decree store: list %s: %w", s.path(RunsDir), err)
+		return fmt.Errorf("open decree store: list %s: %w", s.path(layout.Runs), err)
 	}
 	for _, r := range runs {
 		if r.IsDir() {
-			dirs = append(dirs, s.path(RunsDir, r.Name()))
+			dirs = append(dirs, s.path(layout.Runs, r.Name()))
 		}
 	}
 	for _, d := range dirs {
@@ -219,25 +206,25 @@ func (s *Store) recover() error {
 			}
 		}
 	}
-	ents, err := os.ReadDir(s.path(DeadDir))
+	ents, err := os.ReadDir(s.path(layout.Dead))
 	if err != nil {
-		return fmt.Errorf("open decree store: list %s: %w", s.path(DeadDir), err)
+		return fmt.Errorf("open decree store: list %s: %w", s.path(layout.Dead), err)
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if !strings.HasSuffix(name, NoteSuffix) {
+		if !strings.HasSuffix(name, layout.DeadNoteSuffix) {
 			continue
 		}
-		msg := strings.TrimSuffix(name, NoteSuffix)
-		if _, err := os.Lstat(s.path(DeadDir, msg)); errors.Is(err, fs.ErrNotExist) {
-			p := s.path(DeadDir, name)
+		msg := strings.TrimSuffix(name, layout.DeadNoteSuffix)
+		if _, err := os.Lstat(s.path(layout.Dead, msg)); errors.Is(err, fs.ErrNotExist) {
+			p := s.path(layout.Dead, name)
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("open decree store: remove orphaned note %s: %w", p, err)
 			}
 			s.log.Info("removed a dead-letter note whose message is not in dead/", "path", p)
 		}
 	}
-	return fsutil.SyncDir(s.path(DeadDir))
+	return fsutil.SyncDir(s.path(layout.Dead))
 }
 
 // observeChains feeds every chain id found on disk to the generator, so a
@@ -249,7 +236,7 @@ func (s *Store) recover() error {
 // before any attempt) and are usually named by their name, not their id:
 // they are parsed for the chain. done/ is covered by runs/.
 func (s *Store) observeChains() {
-	for _, d := range []string{InboxDir, DoneDir, DeadDir, RunsDir} {
+	for _, d := range []string{layout.Inbox, layout.Done, layout.Dead, layout.Runs} {
 		ents, err := os.ReadDir(s.path(d))
 		if err != nil {
 			continue
@@ -259,7 +246,7 @@ func (s *Store) observeChains() {
 				s.chains.Observe(chain)
 				continue
 			}
-			if (d == InboxDir || d == DeadDir) && e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
+			if (d == layout.Inbox || d == layout.Dead) && e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
 				if c := fileChain(s.path(d, e.Name())); c != "" {
 					s.chains.Observe(c)
 				}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 )
 
@@ -196,7 +197,7 @@ func TestDeadLetterNoteAndRequeue(t *testing.T) {
 	if exists(filepath.Join(s.Dir(), "inbox", dead)) {
 		t.Error("message still in inbox")
 	}
-	notePath := filepath.Join(s.Dir(), "inbox/dead", dead+NoteSuffix)
+	notePath := filepath.Join(s.Dir(), "inbox/dead", dead+layout.DeadNoteSuffix)
 	note := read(t, notePath)
 	for _, want := range []string{"reason: MaxDepthExceeded", "message_id: 2025010100000000-12", "too deep\nsecond line"} {
 		if !strings.Contains(note, want) {
@@ -208,12 +209,12 @@ func TestDeadLetterNoteAndRequeue(t *testing.T) {
 		t.Fatalf("ListDead = %+v, %v", list, err)
 	}
 	// The note is ignored by the inbox scanner even when moved there by hand.
-	write(t, filepath.Join(s.Dir(), "inbox", dead+NoteSuffix), note)
+	write(t, filepath.Join(s.Dir(), "inbox", dead+layout.DeadNoteSuffix), note)
 	es, _ := s.ListInbox()
 	if len(es) != 0 {
 		t.Errorf("inbox scanner picked up %v", es)
 	}
-	os.Remove(filepath.Join(s.Dir(), "inbox", dead+NoteSuffix))
+	os.Remove(filepath.Join(s.Dir(), "inbox", dead+layout.DeadNoteSuffix))
 
 	back, err := s.Requeue(dead)
 	if err != nil {
@@ -238,7 +239,7 @@ func TestDeadLetterNoteAndRequeue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !exists(filepath.Join(s.Dir(), "inbox/dead/same.md")) || !exists(filepath.Join(s.Dir(), "inbox/dead/same-2.md"+NoteSuffix)) {
+	if !exists(filepath.Join(s.Dir(), "inbox/dead/same.md")) || !exists(filepath.Join(s.Dir(), "inbox/dead/same-2.md"+layout.DeadNoteSuffix)) {
 		t.Error("second dead letter of the same name did not get a suffix")
 	}
 }
@@ -276,13 +277,13 @@ func TestCrashRecovery(t *testing.T) {
 	// Dead-letter interrupted after the note, before the move: the message
 	// is still in the inbox.
 	write(t, filepath.Join(d, "inbox/half-dead.md"), "msg")
-	write(t, filepath.Join(d, "inbox/dead/half-dead.md"+NoteSuffix), "reason: X\n")
+	write(t, filepath.Join(d, "inbox/dead/half-dead.md"+layout.DeadNoteSuffix), "reason: X\n")
 	// Requeue interrupted after the move, before the note removal.
 	write(t, filepath.Join(d, "inbox/half-requeued.md"), "msg2")
-	write(t, filepath.Join(d, "inbox/dead/half-requeued.md"+NoteSuffix), "reason: Y\n")
+	write(t, filepath.Join(d, "inbox/dead/half-requeued.md"+layout.DeadNoteSuffix), "reason: Y\n")
 	// A complete dead letter must keep its note.
 	write(t, filepath.Join(d, "inbox/dead/whole.md"), "msg3")
-	write(t, filepath.Join(d, "inbox/dead/whole.md"+NoteSuffix), "reason: Z\n")
+	write(t, filepath.Join(d, "inbox/dead/whole.md"+layout.DeadNoteSuffix), "reason: Z\n")
 	// A run whose attempt was under way.
 	m, _ := message.Parse([]byte("---\nchain: 2025010100000000\nseq: 0\n---\nbody\n"))
 	if err := message.Normalize(m, message.NormalizeInput{}); err != nil {
@@ -302,12 +303,12 @@ func TestCrashRecovery(t *testing.T) {
 			t.Errorf("temporary file %s survived the reopen", p)
 		}
 	}
-	for _, p := range []string{"inbox/dead/half-dead.md" + NoteSuffix, "inbox/dead/half-requeued.md" + NoteSuffix} {
+	for _, p := range []string{"inbox/dead/half-dead.md" + layout.DeadNoteSuffix, "inbox/dead/half-requeued.md" + layout.DeadNoteSuffix} {
 		if exists(filepath.Join(d, p)) {
 			t.Errorf("orphaned note %s survived", p)
 		}
 	}
-	for _, p := range []string{"inbox/half-dead.md", "inbox/half-requeued.md", "inbox/dead/whole.md", "inbox/dead/whole.md" + NoteSuffix} {
+	for _, p := range []string{"inbox/half-dead.md", "inbox/half-requeued.md", "inbox/dead/whole.md", "inbox/dead/whole.md" + layout.DeadNoteSuffix} {
 		if !exists(filepath.Join(d, p)) {
 			t.Errorf("%s lost", p)
 		}
@@ -332,7 +333,7 @@ func TestCrashRecovery(t *testing.T) {
 func TestLogNamesSortByAttempt(t *testing.T) {
 	var names []string
 	for n := 1; n <= 120; n++ {
-		names = append(names, LogName("routine", n))
+		names = append(names, layout.LogName("routine", n))
 	}
 	if names[0] != "routine.log" || names[1] != "routine.try-002.log" || names[9] != "routine.try-010.log" {
 		t.Fatalf("names: %v", names[:10])
@@ -400,12 +401,12 @@ func TestRunLifecycleAndRunJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := read(t, filepath.Join(r.Dir(), MessageFile)); got != string(e.Message.Render()) {
+	if got := read(t, filepath.Join(r.Dir(), layout.MessageFile)); got != string(e.Message.Render()) {
 		t.Errorf("message.md = %q", got)
 	}
 	for n := 1; n <= 2; n++ {
 		a, err := r.BeginAttempt()
-		if err != nil || a.N != n || a.LogName != LogName("routine", n) {
+		if err != nil || a.N != n || a.LogName != layout.LogName("routine", n) {
 			t.Fatalf("BeginAttempt = %+v, %v", a, err)
 		}
 		if _, err := r.BeginAttempt(); err == nil {
@@ -428,7 +429,7 @@ func TestRunLifecycleAndRunJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var disk map[string]any
-	if err := json.Unmarshal([]byte(read(t, filepath.Join(r.Dir(), RunFile))), &disk); err != nil {
+	if err := json.Unmarshal([]byte(read(t, filepath.Join(r.Dir(), layout.RunFile))), &disk); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]any{
@@ -451,8 +452,8 @@ func TestRunLifecycleAndRunJSON(t *testing.T) {
 	if !slices.Contains(rec.Artifacts, "routine.log") || !slices.Contains(rec.Artifacts, "run.json") || slices.Contains(rec.Artifacts, "state.json") {
 		t.Errorf("artifacts %v", rec.Artifacts)
 	}
-	if p := rec.Proto(); p.GetAttempts() != 2 || len(p.GetAttemptDetails()) != 2 || p.GetAttemptDetails()[0].GetExitCode() != 1 || p.GetStartTime() == nil {
-		t.Errorf("proto %v", p)
+	if rec.Attempts != 2 || len(rec.AttemptDetails) != 2 || rec.AttemptDetails[0].ExitCode != 1 || rec.Start == "" {
+		t.Errorf("record %+v", rec)
 	}
 	back, err := s.ReadRunRecord(e.ID)
 	if err != nil || back.Outcome != OutcomeSucceeded {
@@ -463,7 +464,7 @@ func TestRunLifecycleAndRunJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r2.State().Attempts) != 0 || !exists(filepath.Join(s.Dir(), "runs", e.ID+".prev-1", RunFile)) {
+	if len(r2.State().Attempts) != 0 || !exists(filepath.Join(s.Dir(), "runs", e.ID+".prev-1", layout.RunFile)) {
 		t.Errorf("fresh run: %+v; old kept: %v", r2.State(), exists(filepath.Join(s.Dir(), "runs", e.ID+".prev-1")))
 	}
 }
@@ -471,7 +472,7 @@ func TestRunLifecycleAndRunJSON(t *testing.T) {
 func TestProcessed(t *testing.T) {
 	root := t.TempDir()
 	s := openStore(t, root)
-	write(t, filepath.Join(s.Dir(), ProcessedFile), "# processed migrations\n- 00-old.spec.md\n\n")
+	write(t, filepath.Join(s.Dir(), layout.Processed), "# processed migrations\n- 00-old.spec.md\n\n")
 	for _, n := range []string{"01-a.spec.md", "02-b.spec.md", "01-a.spec.md"} {
 		if err := s.MarkProcessed(n); err != nil {
 			t.Fatal(err)
@@ -490,7 +491,7 @@ func TestProcessed(t *testing.T) {
 	if err := s.UnmarkProcessed("01-a.spec.md"); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(t, filepath.Join(s.Dir(), ProcessedFile)); got != "# processed migrations\n- 00-old.spec.md\n02-b.spec.md\n" {
+	if got := read(t, filepath.Join(s.Dir(), layout.Processed)); got != "# processed migrations\n- 00-old.spec.md\n02-b.spec.md\n" {
 		t.Errorf("processed.md = %q", got)
 	}
 }

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // time_zone must work on hosts without a zoneinfo database
+
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // Defaults.
@@ -34,7 +36,7 @@ const (
 	DefaultRoutineName        = "develop"
 	DefaultNotebookEngine     = "auto"
 	DefaultOnMigrationFailure = "stop"
-	DefaultMigrationsDir      = ".decree/migrations"
+	DefaultMigrationsDir      = layout.Dir + "/" + layout.Migrations
 	DefaultTreeCLI            = "CLAUDE"
 	DefaultTreeRetryCount     = 3
 	DefaultTreeTimeoutS       = 600

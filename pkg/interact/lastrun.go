@@ -10,11 +10,12 @@ import (
 	"path/filepath"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"go.yaml.in/yaml/v3"
 )
 
 // LastRunFile is the path of the recall file, relative to the project root.
-const LastRunFile = ".decree/last-run.yml"
+const LastRunFile = layout.Dir + "/" + layout.LastRun
 
 // LastRun is the content of .decree/last-run.yml: the answers of the last
 // successful interactive run, offered as defaults by the next one. The body

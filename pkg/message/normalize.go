@@ -50,6 +50,20 @@ func SplitID(id string) (chain string, seq int, ok bool) {
 	return m[1], n, true
 }
 
+// IDLess orders message ids by chain, then by numeric seq ("c-2" before
+// "c-10"); ids that do not parse compare as strings.
+func IDLess(a, b string) bool {
+	ac, as, aok := SplitID(a)
+	bc, bs, bok := SplitID(b)
+	if !aok || !bok {
+		return a < b
+	}
+	if ac != bc {
+		return ac < bc
+	}
+	return as < bs
+}
+
 // Normalize fills the standard fields of m: chain and seq (from the
 // frontmatter, else a "<chain>-<seq>.md" file name, else in), id
 // ("<chain>-<seq>") and type ("spec" when input_file ends in ".spec.md",

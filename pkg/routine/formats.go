@@ -1,6 +1,10 @@
 package routine
 
-import "strings"
+import (
+	"strings"
+
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+)
 
 // FormatInfo is one row of the format table: a routine format, the driver
 // that runs it and the file-name endings that mark it.
@@ -13,6 +17,8 @@ type FormatInfo struct {
 	// Optional formats are only discovered when enabled (notebooks need
 	// notebook_support).
 	Optional bool
+	// Wire is the format's value in the gRPC API.
+	Wire decreev1.RoutineFormat
 }
 
 // Formats is the one table of routine formats, in discovery precedence for
@@ -20,9 +26,9 @@ type FormatInfo struct {
 // NAME.tree.json and NAME.tree.csv. Every other place that needs a routine
 // extension or a format's driver reads it from here.
 var Formats = []FormatInfo{
-	{Format: FormatNotebook, Driver: "notebook", Extensions: []string{".ipynb"}, Optional: true},
-	{Format: FormatShell, Driver: "shell", Extensions: []string{".sh"}},
-	{Format: FormatTree, Driver: "tree", Extensions: []string{".tree.json", ".tree.csv"}},
+	{Format: FormatNotebook, Driver: "notebook", Extensions: []string{".ipynb"}, Optional: true, Wire: decreev1.RoutineFormat_ROUTINE_FORMAT_NOTEBOOK},
+	{Format: FormatShell, Driver: "shell", Extensions: []string{".sh"}, Wire: decreev1.RoutineFormat_ROUTINE_FORMAT_SHELL},
+	{Format: FormatTree, Driver: "tree", Extensions: []string{".tree.json", ".tree.csv"}, Wire: decreev1.RoutineFormat_ROUTINE_FORMAT_TREE},
 }
 
 // Info returns the table row of f (ok false for an unknown format).
@@ -41,6 +47,13 @@ func (f Format) Driver() string {
 		return fi.Driver
 	}
 	return string(f)
+}
+
+// Wire returns the format's value in the gRPC API (UNSPECIFIED for an
+// unknown format).
+func (f Format) Wire() decreev1.RoutineFormat {
+	fi, _ := f.Info()
+	return fi.Wire
 }
 
 // DriverExtensions returns the routine file endings a driver runs (nil for

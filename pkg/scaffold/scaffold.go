@@ -17,6 +17,7 @@ import (
 	"text/template"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 //go:embed templates
@@ -58,10 +59,7 @@ type Report struct {
 }
 
 // Dirs are the directories of .decree/ that Init creates.
-var Dirs = []string{
-	"migrations", "routines", "prompts", "cron", "drivers",
-	"inbox", "inbox/done", "inbox/dead", "outbox", "runs",
-}
+var Dirs = layout.InitDirs
 
 // Init creates root/.decree/ with everything a project needs.
 func Init(root string, opts Options) (*Report, error) {
@@ -69,7 +67,7 @@ func Init(root string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dot := filepath.Join(root, ".decree")
+	dot := filepath.Join(root, layout.Dir)
 	for _, d := range Dirs {
 		if err := os.MkdirAll(filepath.Join(dot, d), 0o755); err != nil {
 			return nil, fmt.Errorf("init: create %s: %w", filepath.Join(dot, d), err)
@@ -94,7 +92,7 @@ func Init(root string, opts Options) (*Report, error) {
 			return fmt.Errorf("render %s: %w", rel, err)
 		}
 		dst := filepath.Join(dot, filepath.FromSlash(rel))
-		show := filepath.ToSlash(filepath.Join(".decree", rel))
+		show := filepath.ToSlash(filepath.Join(layout.Dir, rel))
 		if _, err := os.Lstat(dst); err == nil {
 			rep.Kept = append(rep.Kept, show)
 			return nil

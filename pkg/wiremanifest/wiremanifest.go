@@ -24,6 +24,7 @@ import (
 
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -146,9 +147,9 @@ func FromProtoWithContext(entries []*decreev1.FileEntry, maxSize int64) (*checkp
 // contextPrefixes are the parts of .decree/ a replica receives read-only:
 // specs, prompts, routines (and files they source), the router guide, the
 // configuration and processed.md. Nothing there ever comes back.
-var contextPrefixes = []string{".decree/migrations/", ".decree/prompts/", ".decree/routines/"}
+var contextPrefixes = []string{layout.Dir + "/" + layout.Migrations + "/", layout.Dir + "/" + layout.Prompts + "/", layout.Dir + "/" + layout.Routines + "/"}
 
-var contextFiles = map[string]bool{".decree/router.md": true, ".decree/config.yml": true, ".decree/processed.md": true}
+var contextFiles = map[string]bool{layout.Dir + "/" + layout.RouterGuide: true, layout.Dir + "/" + layout.Config: true, layout.Dir + "/" + layout.Processed: true}
 
 // IsContextPath reports whether p is a read-only context path under
 // .decree/ that the controller sends to replicas with its manifest.
@@ -175,7 +176,7 @@ func ContextDirs() []string {
 
 // ContextFiles are the single context files.
 func ContextFiles() []string {
-	return []string{".decree/config.yml", ".decree/processed.md", ".decree/router.md"}
+	return []string{layout.Dir + "/" + layout.Config, layout.Dir + "/" + layout.Processed, layout.Dir + "/" + layout.RouterGuide}
 }
 
 func fromProto(entries []*decreev1.FileEntry, maxSize int64, allowContext bool) (*checkpoint.Manifest, error) {
@@ -187,7 +188,7 @@ func fromProto(entries []*decreev1.FileEntry, maxSize int64, allowContext bool) 
 		}
 		first, _, _ := strings.Cut(p, "/")
 		context := allowContext && IsContextPath(p) && fe.GetMode() != WireSymlink
-		if (first == ".decree" && !context) || first == ".git" {
+		if (first == layout.Dir && !context) || first == ".git" {
 			return nil, fmt.Errorf("%w: entry %q lies under %s/, which is never synced", ErrInvalid, p, first)
 		}
 		if _, dup := m.Files[p]; dup {

@@ -187,7 +187,8 @@ func (w *writer) writeJob(j blobJob) error {
 		os.Remove(j.tmp)
 		return err
 	}
-	if err := os.Chmod(j.tmp, first.e.Mode.Perm()); err == nil {
+	err = os.Chmod(j.tmp, first.e.Mode.Perm())
+	if err == nil {
 		err = os.Rename(j.tmp, abs)
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -46,8 +47,8 @@ var areas = []struct {
 	dir  string
 	area decreev1.ReturnedFileArea
 }{
-	{".decree/inbox", decreev1.ReturnedFileArea_RETURNED_FILE_AREA_INBOX},
-	{".decree/outbox", decreev1.ReturnedFileArea_RETURNED_FILE_AREA_OUTBOX},
+	{layout.Dir + "/" + layout.Inbox, decreev1.ReturnedFileArea_RETURNED_FILE_AREA_INBOX},
+	{layout.Dir + "/" + layout.Outbox, decreev1.ReturnedFileArea_RETURNED_FILE_AREA_OUTBOX},
 }
 
 // PrepareRun empties the replica's inbox and outbox of message files and
@@ -83,7 +84,7 @@ func (r *Replica) runDir(messageDir string) (string, error) {
 	if err := fsutil.CheckRelPath(messageDir); err != nil {
 		return "", fmt.Errorf("run directory: %w", err)
 	}
-	if !strings.HasPrefix(messageDir, ".decree/runs/") {
+	if !strings.HasPrefix(messageDir, layout.Dir+"/"+layout.Runs+"/") {
 		return "", fmt.Errorf("%w: run directory %q is not under .decree/runs/", fsutil.ErrUnsafePath, messageDir)
 	}
 	return fsutil.ConfinedJoin(r.root, messageDir)
@@ -118,7 +119,7 @@ func (r *Replica) Collect(messageDir string, skip map[string]bool) ([]*decreev1.
 	for _, a := range areas {
 		dir := filepath.Join(r.root, filepath.FromSlash(a.dir))
 		for _, name := range sortedNames(dir) {
-			if !strings.HasSuffix(name, ".md") || strings.HasPrefix(name, ".") {
+			if !layout.IsMessageFile(name) {
 				continue
 			}
 			abs := filepath.Join(dir, name)

@@ -37,6 +37,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 )
@@ -50,7 +51,7 @@ const (
 )
 
 // Dir is the replica's private directory inside the workspace.
-const Dir = ".decree/replica"
+const Dir = layout.Dir + "/replica"
 
 // Client is the part of the WorkerService a replica uses
 // (decreev1.WorkerServiceClient satisfies it).

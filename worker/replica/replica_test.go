@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/wiremanifest"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -360,5 +362,41 @@ func TestCollectReturnsFollowUpsAndArtifacts(t *testing.T) {
 	}
 	if err := r.PrepareRun("../../etc"); err == nil {
 		t.Error("a run directory outside .decree/runs was accepted")
+	}
+}
+
+// A blob that arrives in several chunks is written to a temporary file and
+// renamed into place. When that rename fails, the sync must fail and must
+// not record the file as synced. The rename is made to fail for real: the
+// destination directory is immutable (chattr +i), which stops even root.
+func TestSyncReportsFailedRenameOfLargeBlob(t *testing.T) {
+	chattr := testtool.Require(t, "chattr")
+	f, c := serve(t)
+	r, ws := newReplica(t)
+	locked := filepath.Join(ws, "locked")
+	if err := os.Mkdir(locked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(chattr, "+i", locked).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a directory immutable here (needs CAP_LINUX_IMMUTABLE): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(chattr, "-i", locked).Run() })
+	big := strings.Repeat("0123456789", 300) // 3000 bytes: three chunks of the fake controller
+	f.set(t, map[string]string{"locked/big.bin": big}, nil)
+	st, err := r.Sync(context.Background(), c, "tok", "")
+	if err == nil || !strings.Contains(err.Error(), "locked/big.bin") {
+		t.Fatalf("sync = %+v, %v; want an error naming locked/big.bin", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(locked, "big.bin")); err == nil {
+		t.Error("big.bin exists although its rename failed")
+	}
+	exec.Command(chattr, "-i", locked).Run()
+	// With the directory writable again, the next sync writes it: the
+	// failed one recorded nothing as synced.
+	if _, err := r.Sync(context.Background(), c, "tok", ""); err != nil {
+		t.Fatalf("sync after unlocking: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(locked, "big.bin")); err != nil || string(b) != big {
+		t.Errorf("big.bin after the second sync: %d bytes, %v", len(b), err)
 	}
 }

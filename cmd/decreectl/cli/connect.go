@@ -12,6 +12,7 @@ import (
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/pkg/auth"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -93,13 +94,13 @@ func (g *globals) projectRoot() (string, error) {
 		return "", err
 	}
 	if g.project != "" {
-		if fi, err := os.Stat(filepath.Join(abs, ".decree")); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(filepath.Join(abs, layout.Dir)); err != nil || !fi.IsDir() {
 			return "", fmt.Errorf("%s is not a decree project (no .decree/ directory): run `decreectl init` there first", abs)
 		}
 		return abs, nil
 	}
 	for dir := abs; ; dir = filepath.Dir(dir) {
-		if fi, err := os.Stat(filepath.Join(dir, ".decree")); err == nil && fi.IsDir() {
+		if fi, err := os.Stat(filepath.Join(dir, layout.Dir)); err == nil && fi.IsDir() {
 			return dir, nil
 		}
 		if filepath.Dir(dir) == dir {
@@ -122,7 +123,7 @@ func (g *globals) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	sock := filepath.Join(root, ".decree", controller.SocketName)
+	sock := layout.SocketPath(root)
 	said := false
 	for {
 		if live(sock) {

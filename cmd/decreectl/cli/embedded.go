@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 
 	"github.com/decreehq/decree/controller"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/worker"
 )
 
@@ -36,7 +36,7 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 		c.Close()
 		return "", nil, nil, err
 	}
-	target := "unix://" + filepath.Join(root, ".decree", controller.SocketName)
+	target := "unix://" + layout.SocketPath(root)
 	cctx, cancelController := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- c.Serve(cctx, lis) }()

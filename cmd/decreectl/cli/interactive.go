@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
-	"path/filepath"
 
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/interact"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -30,7 +30,7 @@ func (g *globals) askInteractive(ctx context.Context, s *session) (*interact.Ans
 	}
 	opts := interact.Options{Routines: routines, ProjectRoot: s.root, In: g.stdin, Out: g.stdout, Logger: g.log}
 	if s.root != "" {
-		if cfg, _, err := config.Load(filepath.Join(s.root, ".decree", "config.yml")); err == nil {
+		if cfg, _, err := config.Load(layout.Path(s.root, layout.Config)); err == nil {
 			opts.DefaultRoutine = cfg.DefaultRoutine
 		}
 		opts.CheckInputFile = func(p string) error {

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/routine"
 	"github.com/spf13/cobra"
 )
@@ -24,7 +24,7 @@ func newRoutineSyncCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := filepath.Join(root, ".decree", "config.yml")
+			path := layout.Path(root, layout.Config)
 			cfg, _, err := config.Load(path)
 			if err != nil {
 				return err

@@ -34,6 +34,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // Names of the ignore files read in every directory.
@@ -44,7 +46,7 @@ const (
 
 // AlwaysSkipped reports whether an entry name is skipped regardless of rules.
 func AlwaysSkipped(name string) bool {
-	return name == ".git" || name == ".decree"
+	return name == ".git" || name == layout.Dir
 }
 
 // Rules holds the ignore patterns in force inside one directory: its own

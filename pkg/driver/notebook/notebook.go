@@ -45,6 +45,7 @@ import (
 
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/driver/proc"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/routine"
 )
 
@@ -146,8 +147,8 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 		return nil, fmt.Errorf("routine %s: unknown notebook_engine %q; use auto, papermill or nbconvert", cfg.Routine, engine)
 	}
 
-	outPath := filepath.Join(cfg.MessageDir, "output.ipynb")
-	logPath := filepath.Join(cfg.MessageDir, "papermill.log")
+	outPath := filepath.Join(cfg.MessageDir, layout.NotebookOutput)
+	logPath := filepath.Join(cfg.MessageDir, layout.PapermillLog)
 	spec := proc.Spec{Dir: cfg.Workdir, Env: env, Timeout: cfg.Timeout, Grace: cfg.Grace(), Output: cfg.Output, Fence: cfg.Fence}
 	var cleanup []string
 	if papermill != "" {

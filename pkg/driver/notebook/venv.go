@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/decreehq/decree/pkg/driver"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 // VenvDir returns the venv notebooks use: cfg.Venv, else $DECREE_VENV, else
@@ -21,7 +22,7 @@ func VenvDir(cfg driver.TaskConfig) string {
 	if v := os.Getenv("DECREE_VENV"); v != "" {
 		return v
 	}
-	return filepath.Join(cfg.Workdir, ".decree", "venv")
+	return layout.Path(cfg.Workdir, layout.Venv)
 }
 
 // FindPapermill looks for papermill in the venv's bin directory, then on

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -87,7 +88,7 @@ func SearchDirs(projectRoot string) []string {
 	}
 	dirs = append(dirs, "$PATH")
 	if projectRoot != "" {
-		dirs = append(dirs, filepath.Join(projectRoot, ".decree", "drivers"))
+		dirs = append(dirs, layout.Path(projectRoot, layout.Drivers))
 	}
 	return dirs
 }

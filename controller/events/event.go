@@ -1,0 +1,38 @@
+package events
+
+import "time"
+
+// Kind says what an event reports. The values are stable names: they are
+// written to events.jsonl and replayed after a restart.
+type Kind string
+
+// Event kinds.
+const (
+	MessageQueued   Kind = "message_queued"
+	MessageStarted  Kind = "message_started"
+	AttemptStarted  Kind = "attempt_started"
+	AttemptFinished Kind = "attempt_finished"
+	MessageDone     Kind = "message_done"
+	MessageDead     Kind = "message_dead"
+	Reverted        Kind = "reverted"
+	ChainFinished   Kind = "chain_finished"
+	ProcessFinished Kind = "process_finished"
+	Warning         Kind = "warning"
+	HookFinished    Kind = "hook_finished"
+)
+
+// Event is one thing that happened in the controller. The event log
+// stamps Sequence and Time; the rest is set by whoever reports it.
+type Event struct {
+	Sequence  uint64    `json:"sequence"`
+	Time      time.Time `json:"time"`
+	Kind      Kind      `json:"kind"`
+	MessageID string    `json:"message_id,omitempty"`
+	Chain     string    `json:"chain,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	ExitCode  int       `json:"exit_code,omitempty"`
+	Text      string    `json:"text,omitempty"`
+	Routine   string    `json:"routine,omitempty"`
+	WorkerID  string    `json:"worker_id,omitempty"`
+	JobID     string    `json:"job_id,omitempty"`
+}

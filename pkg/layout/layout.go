@@ -1,0 +1,143 @@
+// Package layout is the one place that knows the names inside a project's
+// .decree/ directory and inside a message's run directory
+// (.decree/runs/<chain>-<seq>/). Every other package asks it for a name or a
+// path instead of spelling one out, so renaming a file or folder is a change
+// to this file alone.
+//
+// The project directory:
+//
+//	.decree/config.yml  router.md  processed.md  last-run.yml  .gitignore
+//	.decree/migrations/ routines/ prompts/ cron/ drivers/ venv/
+//	.decree/inbox/ inbox/done/ inbox/dead/ outbox/ runs/ objects/ cache/
+//	.decree/decree.sock controller.lock instance-id events.jsonl leases.json
+//
+// A run directory:
+//
+//	message.md manifest.json state.json run.json failure-context.md
+//	changes.diff changes.try-002.diff ...
+//	routine.log routine.try-002.log ... hook-beforeeach.log router.log
+//	output.ipynb papermill.log tree.json tree.log discarded-followups/try-001/
+package layout
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Dir is the name of decree's directory in a project root.
+const Dir = ".decree"
+
+// Names directly inside .decree/.
+const (
+	Config         = "config.yml"
+	RouterGuide    = "router.md"
+	Processed      = "processed.md"
+	LastRun        = "last-run.yml"
+	GitIgnore      = ".gitignore"
+	Migrations     = "migrations"
+	Routines       = "routines"
+	Prompts        = "prompts"
+	Cron           = "cron"
+	Drivers        = "drivers"
+	Venv           = "venv"
+	Inbox          = "inbox"
+	Done           = "inbox/done"
+	Dead           = "inbox/dead"
+	Outbox         = "outbox"
+	Runs           = "runs"
+	Objects        = "objects"
+	Cache          = "cache"
+	StatCache      = "cache/statcache"
+	Socket         = "decree.sock"
+	ControllerLock = "controller.lock"
+	InstanceID     = "instance-id"
+	WorkerID       = "worker-id"
+	Events         = "events.jsonl"
+	Leases         = "leases.json"
+)
+
+// InitDirs are the folders of .decree/ that `decreectl init` creates.
+var InitDirs = []string{Migrations, Routines, Prompts, Cron, Drivers, Inbox, Done, Dead, Outbox, Runs}
+
+// MessageExt is the file-name ending of inbox, done, dead and outbox
+// messages; SpecExt that of migration specs.
+const (
+	MessageExt = ".md"
+	SpecExt    = ".spec.md"
+	// DeadNoteSuffix is appended to a dead message's file name to name the
+	// note that says why it is dead ("fix.md.dead.txt").
+	DeadNoteSuffix = ".dead.txt"
+)
+
+// Names inside a run directory.
+const (
+	MessageFile        = "message.md"
+	ManifestFile       = "manifest.json"
+	StateFile          = "state.json"
+	RunFile            = "run.json"
+	DiffFile           = "changes.diff"
+	FailureContextFile = "failure-context.md"
+	DiscardedFollowUps = "discarded-followups"
+	NotebookOutput     = "output.ipynb"
+	PapermillLog       = "papermill.log"
+	TreeJSON           = "tree.json"
+	TreeLog            = "tree.log"
+)
+
+// Path joins a project root, .decree and elem: Path("/p", Inbox, "x.md") is
+// "/p/.decree/inbox/x.md".
+func Path(root string, elem ...string) string {
+	return filepath.Join(append([]string{root, Dir}, elem...)...)
+}
+
+// LogName is the file name of a log stream for an attempt: "routine.log"
+// for attempt 1, "routine.try-002.log" for attempt 2, and so on (three
+// digits, more beyond attempt 999). Unlike "routine-2.log" and
+// "routine-10.log", these names sort in attempt order both byte-wise and
+// under locale collation that ignores punctuation ("routine.log" sorts
+// before "routine.try-..." because "l" < "t").
+func LogName(stream string, attempt int) string {
+	if attempt <= 1 {
+		return stream + ".log"
+	}
+	return fmt.Sprintf("%s.try-%03d.log", stream, attempt)
+}
+
+// AttemptDiffName is the name of attempt n's own copy of the diff,
+// "changes.try-001.diff".
+func AttemptDiffName(n int) string { return fmt.Sprintf("changes.try-%03d.diff", n) }
+
+// DiscardedDir is where follow-ups of failed attempt n are kept, relative
+// to the run directory: "discarded-followups/try-001".
+func DiscardedDir(n int) string {
+	return filepath.Join(DiscardedFollowUps, fmt.Sprintf("try-%03d", n))
+}
+
+// SocketPath is the controller's unix socket of a project.
+func SocketPath(root string) string { return Path(root, Socket) }
+
+// controllerOwned matches run-directory names that only the controller
+// writes: the message, checkpoint, state and record files, every diff, and
+// every log the controller stores from worker streams (routine, router,
+// hook-<point>, any attempt). A worker returning one of these is refused.
+var controllerOwned = regexp.MustCompile(`^(` +
+	regexp.QuoteMeta(MessageFile) + `|` + regexp.QuoteMeta(FailureContextFile) + `|` +
+	regexp.QuoteMeta(ManifestFile) + `|` + regexp.QuoteMeta(StateFile) + `|` + regexp.QuoteMeta(RunFile) +
+	`|changes(\.try-[0-9]+)?\.diff` +
+	`|(routine|router|hook(-[a-z]+)?)(\.try-[0-9]+|-[0-9]+)?\.log)$`)
+
+// ControllerOwned reports whether a run-directory file name is one that
+// only the controller writes (a worker may not return it).
+func ControllerOwned(name string) bool { return controllerOwned.MatchString(name) }
+
+// IsMessageFile reports whether a directory entry's name is a message
+// file: it ends in ".md", has a stem, and is not hidden (temporary files
+// start with ".").
+func IsMessageFile(name string) bool {
+	return strings.HasSuffix(name, MessageExt) && len(name) > len(MessageExt) && !strings.HasPrefix(name, ".")
+}
+
+// MessageStem is a message file name without ".md".
+func MessageStem(name string) string { return strings.TrimSuffix(name, MessageExt) }
