@@ -48,6 +48,11 @@ type Options struct {
 	// LeaseTTL is how long a worker's lease lives without renewal
 	// (default 10s).
 	LeaseTTL time.Duration
+	// HeartbeatInterval is what workers are told (LeaseTTL/3 when zero).
+	// A stop (Ctrl-C, cancel) reaches a worker with its next heartbeat, so
+	// decreectl's embedded controller, whose worker is local, uses a short
+	// one.
+	HeartbeatInterval time.Duration
 	// Poll is how often an idle loop looks for files dropped into the
 	// inbox by hand (default 1s).
 	Poll time.Duration
@@ -154,7 +159,7 @@ func (c *Controller) open() error {
 		}
 		return p, os.MkdirAll(filepath.Dir(p), 0o755)
 	})
-	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, Logs: book, Logger: c.log,
+	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, HeartbeatInterval: c.opts.HeartbeatInterval, Logs: book, Logger: c.log,
 		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/pkg/layout"
@@ -26,8 +27,13 @@ import (
 // queued that were submitted to it, by this command or by another decreectl
 // that joined it through the socket, unless ctx ended (Ctrl-C): then it
 // stops at once and the attempt under way is recorded as interrupted.
+// embeddedHeartbeat is the local worker's heartbeat period: short, so that
+// Ctrl-C stops the routine at once (a stop rides on a heartbeat answer).
+const embeddedHeartbeat = 300 * time.Millisecond
+
 func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io.Writer, process bool) (string, *controller.Controller, func(), error) {
-	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), NoProcessing: !process, StartPaused: true, FixedWorkers: true, OwnChainsOnly: true})
+	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), NoProcessing: !process, StartPaused: true, FixedWorkers: true, OwnChainsOnly: true,
+		HeartbeatInterval: embeddedHeartbeat})
 	if err != nil {
 		return "", nil, nil, err
 	}
