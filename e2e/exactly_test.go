@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,4 +201,75 @@ echo done > "out-$message_id.txt"`)
 		t.Errorf("slow.md is not dead-lettered after cancel: %v\n%s", err, c)
 	}
 	contains(t, "note", p.read(".decree/inbox/dead/slow.md.dead.txt"), "reason: Cancelled")
+}
+
+// TestFollowUpsOnceAfterControllerCrash: the controller is killed with -9
+// while it collects 120 follow-ups of a message; after a restart every
+// follow-up runs exactly once and the parent is done once.
+func TestFollowUpsOnceAfterControllerCrash(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	const n = 120
+	p := newProject(t, binary, "max_retries: 2\nmax_depth: 200\ndefault_routine: develop\n")
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	p.routine("develop", "", fmt.Sprintf(`echo "$message_id" >> %q
+if [ "$seq" = 0 ]; then
+  for i in $(seq 1 %d); do printf -- '---\nroutine: develop\n---\nfollow-up %%s\n' "$i" > ".decree/outbox/f$(printf %%03d $i).md"; done
+fi`, ledger, n))
+	p.write(".decree/inbox/parent.md", "make follow-ups\n")
+	ctl := startController(t, p)
+	startWorker(t, p, "w1")
+	// Strike as soon as the first follow-up reaches the inbox.
+	hit := false
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ents, _ := os.ReadDir(p.path(".decree/inbox"))
+		out, _ := os.ReadDir(p.path(".decree/outbox"))
+		moved := 0
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), "-1.md") || strings.HasSuffix(e.Name(), "-2.md") {
+				moved++
+			}
+		}
+		if moved > 0 && len(out) > 0 {
+			ctl.Signal(syscall.SIGKILL)
+			hit = true
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctl.Wait(t, 10*time.Second)
+	queued, _ := os.ReadDir(p.path(".decree/inbox"))
+	t.Logf("killed during collection: %v (%d inbox entries)", hit, len(queued))
+	startController(t, p)
+	testtool.WaitFor(t, 120*time.Second, "every message to be done", func() bool {
+		return len(p.messages(".decree/inbox/done")) >= n+1 && len(p.messages(".decree/inbox")) == 0
+	})
+	runs := map[string]int{}
+	led, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range strings.Fields(string(led)) {
+		runs[id]++
+	}
+	ids := 0
+	for id, c := range runs {
+		if strings.HasSuffix(id, "-0") {
+			continue
+		}
+		ids++
+		if c != 1 {
+			t.Errorf("follow-up %s ran %d times", id, c)
+		}
+	}
+	if ids != n {
+		t.Errorf("%d distinct follow-ups ran, want %d", ids, n)
+	}
+	if done := len(p.messages(".decree/inbox/done")); done != n+1 {
+		t.Errorf("%d messages done, want %d", done, n+1)
+	}
+	if dead := p.messages(".decree/inbox/dead"); len(dead) != 0 {
+		t.Errorf("dead: %v", dead)
+	}
 }

@@ -12,9 +12,8 @@ import (
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/store"
-	"github.com/decreehq/decree/pkg/checkpoint"
-	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
@@ -29,11 +28,19 @@ type attemptResult struct {
 
 // attempt runs attempt n of a message: beforeEach, the routine, afterEach,
 // the diff, and follow-up collection (on success) or discarding (on failure).
-func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entry, rt routine.Routine, run *store.Run, n, max int, manifest *checkpoint.Manifest) (attemptResult, error) {
+//
+// The attempt's start, with the inbox as it was before it, is recorded in
+// the message's state machine before the routine runs; its end (success
+// or failure) before follow-ups are collected or discarded.
+func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, error) {
 	var res attemptResult
+	cfg, e, rt, run, max := m.cfg, m.e, m.rt, m.run, m.max
 	st := p.d.Store
 	before, err := st.SnapshotInbox()
 	if err != nil {
+		return res, err
+	}
+	if _, err := run.Step(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, n, before.Names()) }); err != nil {
 		return res, err
 	}
 	a, err := run.BeginAttempt()
@@ -54,7 +61,7 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 		errText = "beforeEach hook failed: " + hookErr
 		res.blockedByHook = true
 	} else {
-		status, workerID, derr := p.dispatchRoutine(ctx, cfg, e, rt, run, a.N, max)
+		status, workerID, derr := p.dispatchRoutine(ctx, m, a.N)
 		if workerID != "" {
 			_ = run.SetAttemptWorker(a.N, workerID)
 		}
@@ -85,26 +92,18 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 			f.Close()
 		}
 	}
-	if err := p.writeDiff(ctx, run, manifest, a.N); err != nil {
+	if err := p.writeDiff(ctx, run, m.manifest, a.N); err != nil {
 		p.warn(ctx, e.ID, err.Error())
 	}
-	if res.ok {
-		col, err := st.CollectFollowUps(e.Chain, e.Seq, before)
-		if err != nil {
-			p.warn(ctx, e.ID, fmt.Sprintf("collect follow-ups: %v", err))
-		}
-		for _, f := range col.FollowUps {
-			p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
-		}
-		for _, r := range col.Rejected {
-			p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
-				Text: fmt.Sprintf("follow-up %s rejected: %s", r.Source, firstLine(r.Note.Detail))})
-		}
-	} else {
+	if !res.ok {
 		p.discardFollowUps(run, before, a.N)
 	}
 	if err := run.FinishAttempt(a.N, exitCode, errText); err != nil {
 		return res, err
+	}
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, a.N, res.ok) })
+	if res.ok {
+		p.collect(ctx, m, before)
 	}
 	p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
 		Attempt: a.N, ExitCode: exitCode, Text: errText})
@@ -135,7 +134,9 @@ func (p *Pipeline) params(e store.Entry, rt routine.Routine) (map[string]string,
 }
 
 // dispatchRoutine hands the routine to a worker and waits for the result.
-func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e store.Entry, rt routine.Routine, run *store.Run, n, max int) (*decreev1.ExitStatus, string, error) {
+func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n int) (*decreev1.ExitStatus, string, error) {
+	cfg, rt, run, max := m.cfg, m.rt, m.run, m.max
+	e := m.e
 	params, err := p.params(e, rt)
 	if err != nil {
 		return nil, "", fmt.Errorf("read the parameters of routine %s: %w", rt.Name, err)

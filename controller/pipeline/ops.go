@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/fsutil"
@@ -150,10 +151,15 @@ func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.E
 	}
 	for _, e := range entries {
 		if e.ID == idOrFile || e.File == idOrFile || e.File == idOrFile+".md" {
-			if err := p.revertQueued(ctx, e); err != nil {
+			m, err := p.partlyRun(e)
+			if err != nil {
 				return store.Entry{}, err
 			}
-			p.deadLetter(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason})
+			if m != nil {
+				p.cancelMessage(ctx, m, reason)
+			} else {
+				p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason})
+			}
 			p.chainMaybeFinished(ctx, e.Chain)
 			p.flushHeld(ctx)
 			return e, nil
@@ -162,44 +168,36 @@ func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.E
 	return store.Entry{}, fmt.Errorf("%w: %q is neither running nor queued", ErrNotFound, idOrFile)
 }
 
-// revertQueued brings the tree back to the checkpoint of a queued message
-// that already ran part of an attempt (an interrupted one), before it is
-// cancelled; a message that never ran has nothing to revert.
-func (p *Pipeline) revertQueued(ctx context.Context, e store.Entry) error {
+// partlyRun returns a queued message that already ran part of an attempt
+// (an interrupted one) as a msg to cancel with cancelMessage; nil when it
+// never ran.
+func (p *Pipeline) partlyRun(e store.Entry) (*msg, error) {
 	if e.ID == "" {
-		return nil
+		return nil, nil
 	}
 	run, err := p.d.Store.OpenRun(e.ID)
 	if err != nil {
-		return nil // no run directory: it never ran
+		return nil, nil // no run directory: it never ran
 	}
 	st := run.State()
 	if len(st.Attempts) == 0 || st.Outcome != "" {
-		return nil
+		return nil, nil
 	}
 	p.mu.Lock()
 	r := p.running
 	p.mu.Unlock()
 	if r != nil {
-		return fmt.Errorf("%w: %s ran partly and its changes must be reverted, but %s is running now; cancel it once that one finished", ErrBusy, e.ID, r.id)
+		return nil, fmt.Errorf("%w: %s ran partly and its changes must be reverted, but %s is running now; cancel it once that one finished", ErrBusy, e.ID, r.id)
 	}
 	mpath, err := run.Path(layout.ManifestFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	manifest, err := checkpoint.ReadManifest(mpath)
 	if err != nil {
-		return fmt.Errorf("cancel %s: read its checkpoint: %w", e.ID, err)
+		return nil, fmt.Errorf("cancel %s: read its checkpoint: %w", e.ID, err)
 	}
-	if a, ok := run.Interrupted(); ok {
-		_ = p.writeDiff(ctx, run, manifest, a.N)
-		_ = run.FinishAttempt(a.N, -1, "cancelled after it was interrupted")
-	}
-	if err := p.revert(ctx, run, manifest); err != nil {
-		return fmt.Errorf("cancel %s: %w", e.ID, err)
-	}
-	p.finishRun(ctx, run, store.OutcomeCancelled)
-	return nil
+	return &msg{e: e, run: run, manifest: manifest}, nil
 }
 
 // cancelled reports (and forgets) a cancellation request for id.
@@ -211,17 +209,22 @@ func (p *Pipeline) cancelled(id string) (string, bool) {
 	return reason, ok
 }
 
-// cancelMessage finishes a cancelled running message.
-func (p *Pipeline) cancelMessage(ctx context.Context, e store.Entry, run *store.Run, manifest *checkpoint.Manifest, reason string) {
+// cancelMessage finishes a cancelled message that ran (it is running, or
+// an attempt of it was interrupted): the open attempt is closed, the tree
+// reverted to the checkpoint, the message dead-lettered (Cancelled).
+func (p *Pipeline) cancelMessage(ctx context.Context, m *msg, reason string) {
+	e, run := m.e, m.run
 	if a, ok := run.Interrupted(); ok {
 		_ = run.FinishAttempt(a.N, -1, "cancelled: "+reason)
-		_ = p.writeDiff(ctx, run, manifest, a.N)
+		_ = p.writeDiff(ctx, run, m.manifest, a.N)
 	}
-	if err := p.revert(ctx, run, manifest); err != nil {
-		p.haltMessage(ctx, e, run, err)
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.ForCancel) })
+	if err := p.revert(ctx, run, m.manifest); err != nil {
+		p.haltMessage(ctx, m, err)
 		return
 	}
-	p.deadLetter(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason + "\nThe tree was reverted to the checkpoint; requeue the message to run it again."})
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.Cancelled) })
+	p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason + "\nThe tree was reverted to the checkpoint; requeue the message to run it again."})
 	p.finishRun(ctx, run, store.OutcomeCancelled)
 }
 

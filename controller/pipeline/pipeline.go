@@ -51,6 +51,7 @@ import (
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
@@ -352,7 +353,13 @@ func (p *Pipeline) recoverFiled() {
 			continue
 		}
 		switch {
-		case runSucceeded(st):
+		case st.Machine.State == msgstate.Dead && st.Machine.Reason == msgstate.Cancelled:
+			p.log.Info("recording a run cancelled before the controller stopped", "message", st.MessageID)
+			_, _ = run.Finish(store.OutcomeCancelled)
+		case st.Machine.State == msgstate.Dead:
+			p.log.Info("recording a run dead-lettered before the controller stopped", "message", st.MessageID)
+			_, _ = run.Finish(store.OutcomeDeadLettered)
+		case st.Machine.State == msgstate.Done || runSucceeded(st):
 			p.log.Info("recording a run finished before the controller stopped", "message", st.MessageID)
 			_, _ = run.Finish(store.OutcomeSucceeded)
 		case st.Phase == phaseExhausted:

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
@@ -23,7 +24,9 @@ const (
 	phaseExhausted = "exhausted"
 )
 
-// process handles one message from selection to done or dead.
+// process handles one message from selection to done or dead. Once the
+// message has a run directory, its state machine (package msgstate,
+// recorded in state.json) says what comes next, also after a restart.
 func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entry) {
 	log := p.log.With("message", e.ID)
 	rt, reject := p.chooseRoutine(ctx, cfg, e)
@@ -35,114 +38,135 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		return
 	}
 	e.Message.Set("routine", rt.Name)
-	st := p.d.Store
-	maxAttempts := cfg.AttemptsFor(rt.Name)
-	run, err := st.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: maxAttempts})
+	run, err := p.d.Store.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: cfg.AttemptsFor(rt.Name)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "RunDirectoryFailed", MessageID: e.ID, Detail: err.Error()})
+		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.RunDirectoryFailed), MessageID: e.ID, Detail: err.Error()})
 		return
 	}
+	m := &msg{e: e, cfg: cfg, rt: rt, run: run, max: cfg.AttemptsFor(rt.Name)}
 	if s := run.State(); s.MaxAttempts > 0 {
-		maxAttempts = s.MaxAttempts
+		m.max = s.MaxAttempts
 	}
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, m.max) })
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.setRunning(&running{id: e.ID, routine: rt.Name, cancel: cancel})
 	defer p.setRunning(nil)
 
 	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
-	manifest, err := p.checkpoint(runCtx, run)
+	m.manifest, err = p.checkpoint(runCtx, m)
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down is no failure of the message: it stays queued
 		}
 		log.Error("checkpoint", "err", err)
-		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "CheckpointFailed", MessageID: e.ID,
+		p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.CheckpointFailed) })
+		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.CheckpointFailed), MessageID: e.ID,
 			Detail: fmt.Sprintf("Taking the checkpoint before the first attempt failed: %v", err)})
 		p.finishRun(ctx, run, store.OutcomeDeadLettered)
 		return
 	}
-	if a, ok := run.Interrupted(); ok {
-		why := "controller restarted during the attempt"
-		if a.Status == store.AttemptInterrupted {
-			why = "interrupted: the controller stopped during the attempt"
-		}
-		_ = run.FinishAttempt(a.N, -1, why)
-		p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
-			Attempt: a.N, ExitCode: -1, Text: why})
-		if err := p.writeDiff(runCtx, run, manifest, a.N); err != nil {
-			log.Error("diff after interrupted attempt", "err", err)
-		}
-	}
 
-	succeeded := runSucceeded(run.State())
 	lastBlockedByHook := false
-	for !succeeded && run.State().Phase != phaseExhausted {
-		n := len(run.State().Attempts) + 1
-		if n > maxAttempts {
-			_ = run.Update(func(s *store.RunState) error { s.Phase = phaseExhausted; return nil })
-			break
-		}
-		if n == maxAttempts && n > 1 {
-			if err := p.revert(runCtx, run, manifest); err != nil {
+	for range 4*m.max + 8 {
+		v := run.Machine()
+		switch msgstate.Next(v) {
+		case msgstate.StepLost, msgstate.StepResume:
+			p.finishLost(runCtx, m, v)
+			continue
+		case msgstate.StepCollect:
+			p.collect(ctx, m, store.SnapshotOf(v.InboxBefore))
+			continue
+		case msgstate.StepComplete:
+			p.complete(ctx, m)
+			return
+		case msgstate.StepExhausted:
+			p.exhausted(ctx, m, !lastBlockedByHook)
+			return
+		case msgstate.StepRevert:
+			if v.Why == msgstate.ForCancel {
+				p.cancelMessage(ctx, m, "cancelled by a client")
+			} else {
+				p.exhausted(ctx, m, !lastBlockedByHook)
+			}
+			return
+		case msgstate.StepRevertLast:
+			// Before the last attempt the tree goes back to the
+			// checkpoint, with a summary of the earlier attempts.
+			p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.BeforeLastAttempt) })
+			if err := p.revert(runCtx, run, m.manifest); err != nil {
 				if reason, ok := p.cancelled(e.ID); ok {
-					p.cancelMessage(ctx, e, run, manifest, reason)
+					p.cancelMessage(ctx, m, reason)
 					return
 				}
-				p.haltMessage(ctx, e, run, err)
+				p.haltMessage(ctx, m, err)
 				return
 			}
 			if err := p.writeFailureContext(run); err != nil {
 				log.Error("failure context", "err", err)
 			}
+		case msgstate.StepAttempt:
+		case msgstate.StepNone:
+			// Recorded as final, but the file was still in the inbox
+			// (the controller stopped between the record and the move).
+			if v.State == msgstate.Done {
+				p.complete(ctx, m)
+				return
+			}
+			p.deadLetter(ctx, e, store.DeadNote{Reason: string(v.Reason), MessageID: e.ID,
+				Detail: fmt.Sprintf("The message was dead-lettered (%s) before the controller stopped; see .decree/runs/%s/.", v.Reason, e.ID)})
+			p.finishRun(ctx, run, store.OutcomeDeadLettered)
+			return
+		default:
+			log.Error("unexpected state of a message being processed", "state", v.State, "attempt", v.Attempt)
+			return
 		}
-		res, err := p.attempt(runCtx, cfg, e, rt, run, n, maxAttempts, manifest)
+		n := run.Machine().Attempt + 1
+		res, err := p.attempt(runCtx, m, n)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Shutting down: the attempt is recorded as interrupted,
 				// the message stays queued, the next attempt follows
 				// when a controller processes it again.
-				p.interrupt(run, e.File)
+				p.interrupt(m)
 				return
 			}
 			if reason, ok := p.cancelled(e.ID); ok {
-				p.cancelMessage(ctx, e, run, manifest, reason)
+				p.cancelMessage(ctx, m, reason)
 				return
 			}
 			log.Error("attempt", "attempt", n, "err", err)
 		}
 		lastBlockedByHook = res.blockedByHook
-		if res.ok {
-			succeeded = true // recorded by the attempt's status (runSucceeded)
-		}
 	}
-	if succeeded {
-		p.complete(ctx, cfg, e, run)
-		return
-	}
-	p.exhausted(ctx, cfg, e, run, manifest, !lastBlockedByHook)
+	log.Error("the message made no progress; leaving it queued", "state", run.Machine().State)
 }
 
 // checkpoint returns the message's manifest, taking it on first use.
-func (p *Pipeline) checkpoint(ctx context.Context, run *store.Run) (*checkpoint.Manifest, error) {
+func (p *Pipeline) checkpoint(ctx context.Context, m *msg) (*checkpoint.Manifest, error) {
+	run := m.run
 	mpath, err := run.Path(layout.ManifestFile)
 	if err != nil {
 		return nil, err
 	}
-	// Once an attempt began, the manifest on disk is the checkpoint. Before
+	// Once checkpointed, the manifest on disk is the checkpoint. Before
 	// that the tree is still as it was, so a manifest written by an
 	// interrupted earlier start is simply taken again.
-	if st := run.State(); st.Phase != "" || len(st.Attempts) > 0 {
+	if st := run.State(); st.Phase != "" || len(st.Attempts) > 0 || (st.Machine.State != msgstate.Claimed && st.Machine.State != msgstate.Queued && st.Machine.State != "") {
 		return checkpoint.ReadManifest(mpath)
 	}
-	m, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
+	man, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
 	if err != nil {
 		return nil, err
 	}
-	return m, checkpoint.WriteManifest(mpath, m)
+	if err := checkpoint.WriteManifest(mpath, man); err != nil {
+		return nil, err
+	}
+	p.step(m, msgstate.Checkpoint)
+	return man, nil
 }
 
 // runSucceeded reports whether a run's last attempt succeeded (older state
@@ -189,7 +213,9 @@ func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpo
 
 // complete files a successful message: follow-ups, done/, processed.md,
 // run.json.
-func (p *Pipeline) complete(ctx context.Context, cfg *config.Config, e store.Entry, run *store.Run) {
+func (p *Pipeline) complete(ctx context.Context, m *msg) {
+	cfg, e, run := m.cfg, m.e, m.run
+	p.step(m, msgstate.Complete)
 	st := p.d.Store
 	if _, err := os.Stat(filepath.Join(st.Dir(), layout.Inbox, e.File)); err == nil {
 		if _, err := st.MarkDone(e.File); err != nil {
@@ -206,16 +232,19 @@ func (p *Pipeline) complete(ctx context.Context, cfg *config.Config, e store.Ent
 }
 
 // exhausted reverts and dead-letters a message whose attempts all failed.
-func (p *Pipeline) exhausted(ctx context.Context, cfg *config.Config, e store.Entry, run *store.Run, manifest *checkpoint.Manifest, fireHook bool) {
+func (p *Pipeline) exhausted(ctx context.Context, m *msg, fireHook bool) {
+	cfg, e, run := m.cfg, m.e, m.run
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.AfterExhausted) })
 	_ = run.Update(func(s *store.RunState) error { s.Phase = phaseExhausted; return nil })
-	if err := p.revert(ctx, run, manifest); err != nil {
-		p.haltMessage(ctx, e, run, err)
+	if err := p.revert(ctx, run, m.manifest); err != nil {
+		p.haltMessage(ctx, m, err)
 		return
 	}
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.RetriesExhausted) })
 	s := run.State()
 	detail := fmt.Sprintf("All %d attempt(s) of routine %s failed; the tree was reverted to the checkpoint. Logs and diffs of every attempt are in .decree/runs/%s/.\n\n%s",
 		len(s.Attempts), s.Routine, e.ID, attemptSummary(s))
-	p.deadLetter(ctx, e, store.DeadNote{Reason: "RetriesExhausted", MessageID: e.ID, Detail: detail})
+	p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.RetriesExhausted), MessageID: e.ID, Detail: detail})
 	p.finishRun(ctx, run, store.OutcomeDeadLettered)
 	if fireHook {
 		p.runMessageHook(ctx, cfg, e, run, "onDeadLetter", len(s.Attempts), s.ExitCode, false)
@@ -224,7 +253,8 @@ func (p *Pipeline) exhausted(ctx context.Context, cfg *config.Config, e store.En
 
 // haltMessage dead-letters a message whose revert failed: the tree no
 // longer matches its checkpoint, which needs a person.
-func (p *Pipeline) haltMessage(ctx context.Context, e store.Entry, run *store.Run, err error) {
+func (p *Pipeline) haltMessage(ctx context.Context, m *msg, err error) {
+	e, run := m.e, m.run
 	if ctx.Err() != nil {
 		// The revert was cut short by the shutdown; the next controller
 		// computes it afresh from the checkpoint.
@@ -232,7 +262,8 @@ func (p *Pipeline) haltMessage(ctx context.Context, e store.Entry, run *store.Ru
 		return
 	}
 	p.log.Error("revert failed", "message", e.ID, "err", err)
-	p.deadLetter(ctx, e, store.DeadNote{Reason: "RevertFailed", MessageID: e.ID,
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.RevertFailed) })
+	p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.RevertFailed), MessageID: e.ID,
 		Detail: fmt.Sprintf("Reverting to the checkpoint failed, so the working tree may not match .decree/runs/%s/manifest.json: %v\nInspect the tree (changes.diff shows the last known change), fix it, then requeue.", e.ID, err)})
 	p.finishRun(ctx, run, store.OutcomeDeadLettered)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/pkg/message"
 )
 
@@ -146,18 +146,20 @@ func (p *Pipeline) Interruptions() []Interruption {
 	return append([]Interruption(nil), p.interrupted...)
 }
 
-// interrupt records that the loop's context ended during attempt n of
-// run: the attempt is marked interrupted in state.json (not failed), and
-// the message stays queued.
-func (p *Pipeline) interrupt(run *store.Run, file string) {
+// interrupt records that the loop's context ended during m's attempt:
+// the attempt is marked interrupted in state.json (not failed), and the
+// message stays queued.
+func (p *Pipeline) interrupt(m *msg) {
+	run := m.run
 	a, ok := run.Interrupted()
 	if !ok {
 		return
 	}
+	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Interrupt(v, a.N) })
 	if err := run.InterruptAttempt(a.N, "interrupted: the controller stopped during the attempt"); err != nil {
 		p.log.Error("record interrupted attempt", "message", run.ID(), "err", err)
 	}
 	p.mu.Lock()
-	p.interrupted = append(p.interrupted, Interruption{MessageID: run.ID(), File: file, Attempt: a.N})
+	p.interrupted = append(p.interrupted, Interruption{MessageID: run.ID(), File: m.e.File, Attempt: a.N})
 	p.mu.Unlock()
 }

@@ -19,6 +19,25 @@ import (
 // so that the files a routine adds can be told apart afterwards.
 type InboxSnapshot map[string]bool
 
+// Names lists the snapshot's file names, sorted (to record it).
+func (s InboxSnapshot) Names() []string {
+	out := make([]string, 0, len(s))
+	for n := range s {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SnapshotOf rebuilds a snapshot recorded with Names.
+func SnapshotOf(names []string) InboxSnapshot {
+	snap := make(InboxSnapshot, len(names))
+	for _, n := range names {
+		snap[n] = true
+	}
+	return snap
+}
+
 // SnapshotInbox records the inbox's message files.
 func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
 	ents, err := os.ReadDir(s.path(layout.Inbox))

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
@@ -103,6 +104,9 @@ type RunState struct {
 	// Phase is free for the processing loop ("checkpointed", "reverting",
 	// ...) so it can resume a multi-step step after a crash.
 	Phase string `json:"phase,omitempty"`
+	// Machine is the message's state machine value (package msgstate),
+	// recorded before each step's effect.
+	Machine msgstate.Msg `json:"machine"`
 }
 
 // AttemptState is one attempt in state.json.
@@ -327,6 +331,34 @@ func replaceFileAtomic(path string, data []byte) error {
 		return fsutil.WriteFileAtomic(path, data, 0o644)
 	}
 	return fsutil.ReplaceFile(path, data, 0o644)
+}
+
+// Step applies a transition of the message's state machine and records
+// the result in state.json before returning, so the caller performs the
+// step's effect only once it is on disk. A state.json written before the
+// machine existed starts from a queued message.
+func (r *Run) Step(tr func(msgstate.Msg) (msgstate.Msg, error)) (msgstate.Msg, error) {
+	var out msgstate.Msg
+	err := r.Update(func(st *RunState) error {
+		m := st.Machine
+		if m.State == "" {
+			m = msgstate.New(r.id)
+		}
+		next, err := tr(m)
+		if err != nil {
+			return err
+		}
+		st.Machine, out = next, next
+		return nil
+	})
+	return out, err
+}
+
+// Machine returns the recorded state machine value.
+func (r *Run) Machine() msgstate.Msg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.Machine
 }
 
 // Interrupted returns the last attempt when it did not end: it is still

@@ -1,0 +1,54 @@
+package msgstate
+
+// Step is what the loop does next with a message.
+type Step string
+
+// Steps, as Next plans them.
+const (
+	StepClaim      Step = "claim"       // choose the routine, make the run directory
+	StepCheckpoint Step = "checkpoint"  // write manifest.json
+	StepAttempt    Step = "attempt"     // run attempt Msg.Attempt+1
+	StepLost       Step = "lost"        // an attempt was running when the controller died: finish it as failed
+	StepResume     Step = "resume"      // an interrupted attempt: finish it as failed, then go on
+	StepCollect    Step = "collect"     // collect the follow-ups of the successful attempt
+	StepComplete   Step = "complete"    // move to done/
+	StepRevert     Step = "revert"      // revert the tree (again: reverting is idempotent)
+	StepRevertLast Step = "revert-last" // revert before the last attempt
+	StepExhausted  Step = "exhausted"   // revert, then dead-letter RetriesExhausted
+	StepNone       Step = "none"        // final
+)
+
+// Next says what to do with m, from whatever state it was recorded in:
+// the loop's plan on every iteration and after a restart.
+func Next(m Msg) Step {
+	switch m.State {
+	case Queued:
+		return StepClaim
+	case Claimed:
+		return StepCheckpoint
+	case Checkpointed:
+		return StepAttempt
+	case Running:
+		return StepLost
+	case Interrupted:
+		return StepResume
+	case Finished:
+		switch {
+		case m.OK && !m.Collected:
+			return StepCollect
+		case m.OK:
+			return StepComplete
+		case m.Attempt >= m.Max:
+			return StepExhausted
+		case m.Max > 1 && m.Attempt == m.Max-1:
+			return StepRevertLast
+		}
+		return StepAttempt
+	case Reverting:
+		if m.Why == BeforeLastAttempt {
+			return StepRevertLast // repeat the revert, then the last attempt
+		}
+		return StepRevert
+	}
+	return StepNone
+}
