@@ -18,11 +18,7 @@ import (
 
 // Library returns the routine library of a project under cfg.
 func Library(root string, cfg *config.Config) routine.Library {
-	shared := cfg.RoutineSource
-	if shared != "" && !filepath.IsAbs(shared) {
-		shared = filepath.Join(root, shared)
-	}
-	return routine.Library{Dir: filepath.Join(root, store.DecreeDir, "routines"), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
+	return routine.ProjectLibrary(root, cfg)
 }
 
 // chooseRoutine picks a message's routine: its own routine field, else the
