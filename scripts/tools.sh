@@ -16,18 +16,20 @@ if [ "$("$tools/node_modules/.bin/buf" --version 2>/dev/null)" != "$BUF_VERSION"
   npm install --silent --no-audit --no-fund --prefix "$tools" "@bufbuild/buf@$BUF_VERSION" >&2
 fi
 ln -sf ../node_modules/.bin/buf "$tools/bin/buf"
-stamp="$tools/bin/.protoc-gen-versions"
-want="$PROTOC_GEN_GO_VERSION $PROTOC_GEN_GO_GRPC_VERSION"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  GOBIN="$tools/bin" go install "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION"
-  GOBIN="$tools/bin" go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
-  echo "$want" > "$stamp"
-fi
-lint="$tools/bin/.lint-versions"
-want="$STATICCHECK_VERSION $DEADCODE_VERSION"
-if [ "$(cat "$lint" 2>/dev/null)" != "$want" ]; then
-  GOBIN="$tools/bin" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
-  GOBIN="$tools/bin" go install "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
-  echo "$want" > "$lint"
-fi
+# go_tools STAMP PKG@VERSION...: go install the packages into .tools/bin
+# unless the stamp file records exactly these versions.
+go_tools() {
+  local stamp="$tools/bin/$1"
+  shift
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$*" ]; then
+    for p in "$@"; do GOBIN="$tools/bin" go install "$p"; done
+    echo "$*" > "$stamp"
+  fi
+}
+go_tools .protoc-gen-versions \
+  "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION" \
+  "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
+go_tools .lint-versions \
+  "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" \
+  "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
 echo "$tools/bin"
