@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/decreehq/decree/controller/lease"
@@ -18,11 +17,7 @@ import (
 
 // Library returns the routine library of a project under cfg.
 func Library(root string, cfg *config.Config) routine.Library {
-	shared := cfg.RoutineSource
-	if shared != "" && !filepath.IsAbs(shared) {
-		shared = filepath.Join(root, shared)
-	}
-	return routine.Library{Dir: layout.Path(root, layout.Routines), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
+	return routine.ProjectLibrary(root, cfg)
 }
 
 // chooseRoutine picks a message's routine: its own routine field, else the

@@ -39,7 +39,7 @@ func (s *ControllerServer) ListRoutines(ctx context.Context, req *decreev1.ListR
 	if err != nil {
 		return nil, Status(err)
 	}
-	resp := &decreev1.ListRoutinesResponse{}
+	resp := &decreev1.ListRoutinesResponse{DefaultRoutine: cfg.DefaultRoutine}
 	for _, e := range entries {
 		settings := cfg.RoutineSettingsFor(e.Name, e.Shared)
 		enabled := routine.Enabled(e.Routine, cfg.Routines, cfg.SharedRoutines)
