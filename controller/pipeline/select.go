@@ -15,11 +15,6 @@ import (
 	"github.com/decreehq/decree/pkg/routine"
 )
 
-// Library returns the routine library of a project under cfg.
-func Library(root string, cfg *config.Config) routine.Library {
-	return routine.ProjectLibrary(root, cfg)
-}
-
 // chooseRoutine picks a message's routine: its own routine field, else the
 // spec's, else the router's answer, else default_routine ("develop"). A
 // routine that cannot be used gives a dead-letter note instead.
