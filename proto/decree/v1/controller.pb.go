@@ -1118,9 +1118,12 @@ func (x *ListRoutinesRequest) GetAll() bool {
 type ListRoutinesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The routines.
-	Routines      []*RoutineInfo `protobuf:"bytes,1,rep,name=routines,proto3" json:"routines,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Routines []*RoutineInfo `protobuf:"bytes,1,rep,name=routines,proto3" json:"routines,omitempty"`
+	// The routine a message runs when nothing else names one
+	// (default_routine in config.yml).
+	DefaultRoutine string `protobuf:"bytes,2,opt,name=default_routine,json=defaultRoutine,proto3" json:"default_routine,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListRoutinesResponse) Reset() {
@@ -1160,6 +1163,126 @@ func (x *ListRoutinesResponse) GetRoutines() []*RoutineInfo {
 	return nil
 }
 
+func (x *ListRoutinesResponse) GetDefaultRoutine() string {
+	if x != nil {
+		return x.DefaultRoutine
+	}
+	return ""
+}
+
+// SyncRoutinesRequest has no options.
+type SyncRoutinesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRoutinesRequest) Reset() {
+	*x = SyncRoutinesRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRoutinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRoutinesRequest) ProtoMessage() {}
+
+func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRoutinesRequest.ProtoReflect.Descriptor instead.
+func (*SyncRoutinesRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
+}
+
+// SyncRoutinesResponse says what the sync changed; all lists are sorted and
+// empty when the registry was already up to date.
+type SyncRoutinesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Project routines newly registered (enabled).
+	Added []string `protobuf:"bytes,1,rep,name=added,proto3" json:"added,omitempty"`
+	// Shared routines newly registered (disabled until enabled in config.yml).
+	AddedShared []string `protobuf:"bytes,2,rep,name=added_shared,json=addedShared,proto3" json:"added_shared,omitempty"`
+	// Entries whose file is gone, now marked deprecated; shared ones carry a
+	// "shared:" prefix.
+	Deprecated []string `protobuf:"bytes,3,rep,name=deprecated,proto3" json:"deprecated,omitempty"`
+	// Deprecated entries whose file came back; shared ones carry a "shared:"
+	// prefix.
+	Restored      []string `protobuf:"bytes,4,rep,name=restored,proto3" json:"restored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRoutinesResponse) Reset() {
+	*x = SyncRoutinesResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRoutinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRoutinesResponse) ProtoMessage() {}
+
+func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRoutinesResponse.ProtoReflect.Descriptor instead.
+func (*SyncRoutinesResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SyncRoutinesResponse) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *SyncRoutinesResponse) GetAddedShared() []string {
+	if x != nil {
+		return x.AddedShared
+	}
+	return nil
+}
+
+func (x *SyncRoutinesResponse) GetDeprecated() []string {
+	if x != nil {
+		return x.Deprecated
+	}
+	return nil
+}
+
+func (x *SyncRoutinesResponse) GetRestored() []string {
+	if x != nil {
+		return x.Restored
+	}
+	return nil
+}
+
 // RequeueMessageRequest names a dead letter.
 type RequeueMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1171,7 +1294,7 @@ type RequeueMessageRequest struct {
 
 func (x *RequeueMessageRequest) Reset() {
 	*x = RequeueMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1306,7 @@ func (x *RequeueMessageRequest) String() string {
 func (*RequeueMessageRequest) ProtoMessage() {}
 
 func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1319,7 @@ func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageRequest.ProtoReflect.Descriptor instead.
 func (*RequeueMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RequeueMessageRequest) GetId() string {
@@ -1217,7 +1340,7 @@ type RequeueMessageResponse struct {
 
 func (x *RequeueMessageResponse) Reset() {
 	*x = RequeueMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1352,7 @@ func (x *RequeueMessageResponse) String() string {
 func (*RequeueMessageResponse) ProtoMessage() {}
 
 func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1365,7 @@ func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageResponse.ProtoReflect.Descriptor instead.
 func (*RequeueMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RequeueMessageResponse) GetMessage() *MessageInfo {
@@ -1265,7 +1388,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1400,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1413,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelMessageRequest) GetId() string {
@@ -1318,7 +1441,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1453,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1466,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelMessageResponse) GetMessage() *MessageInfo {
@@ -1364,7 +1487,7 @@ type RevertMessageRequest struct {
 
 func (x *RevertMessageRequest) Reset() {
 	*x = RevertMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1499,7 @@ func (x *RevertMessageRequest) String() string {
 func (*RevertMessageRequest) ProtoMessage() {}
 
 func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1512,7 @@ func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageRequest.ProtoReflect.Descriptor instead.
 func (*RevertMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RevertMessageRequest) GetId() string {
@@ -1410,7 +1533,7 @@ type RevertMessageResponse struct {
 
 func (x *RevertMessageResponse) Reset() {
 	*x = RevertMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1545,7 @@ func (x *RevertMessageResponse) String() string {
 func (*RevertMessageResponse) ProtoMessage() {}
 
 func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1558,7 @@ func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageResponse.ProtoReflect.Descriptor instead.
 func (*RevertMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RevertMessageResponse) GetPaths() []string {
@@ -1454,7 +1577,7 @@ type ListCronEntriesRequest struct {
 
 func (x *ListCronEntriesRequest) Reset() {
 	*x = ListCronEntriesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1589,7 @@ func (x *ListCronEntriesRequest) String() string {
 func (*ListCronEntriesRequest) ProtoMessage() {}
 
 func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1602,7 @@ func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 // CronEntry is one file of .decree/cron/.
@@ -1505,7 +1628,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1640,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1653,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CronEntry) GetFile() string {
@@ -1593,7 +1716,7 @@ type ListCronEntriesResponse struct {
 
 func (x *ListCronEntriesResponse) Reset() {
 	*x = ListCronEntriesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1728,7 @@ func (x *ListCronEntriesResponse) String() string {
 func (*ListCronEntriesResponse) ProtoMessage() {}
 
 func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1741,7 @@ func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListCronEntriesResponse) GetEntries() []*CronEntry {
@@ -1637,7 +1760,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1772,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1785,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 // WorkerInfo describes a worker.
@@ -1692,7 +1815,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1827,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1840,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1794,7 +1917,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1929,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1942,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1838,7 +1961,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1973,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1986,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 // GetStatusResponse summarises the project.
@@ -1896,7 +2019,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2031,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2044,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetStatusResponse) GetProjectDir() string {
@@ -2061,9 +2184,18 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\"'\n" +
 	"\x13ListRoutinesRequest\x12\x10\n" +
-	"\x03all\x18\x01 \x01(\bR\x03all\"J\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\"s\n" +
 	"\x14ListRoutinesResponse\x122\n" +
-	"\broutines\x18\x01 \x03(\v2\x16.decree.v1.RoutineInfoR\broutines\"'\n" +
+	"\broutines\x18\x01 \x03(\v2\x16.decree.v1.RoutineInfoR\broutines\x12'\n" +
+	"\x0fdefault_routine\x18\x02 \x01(\tR\x0edefaultRoutine\"\x15\n" +
+	"\x13SyncRoutinesRequest\"\x8b\x01\n" +
+	"\x14SyncRoutinesResponse\x12\x14\n" +
+	"\x05added\x18\x01 \x03(\tR\x05added\x12!\n" +
+	"\fadded_shared\x18\x02 \x03(\tR\vaddedShared\x12\x1e\n" +
+	"\n" +
+	"deprecated\x18\x03 \x03(\tR\n" +
+	"deprecated\x12\x1a\n" +
+	"\brestored\x18\x04 \x03(\tR\brestored\"'\n" +
 	"\x15RequeueMessageRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"J\n" +
 	"\x16RequeueMessageResponse\x120\n" +
@@ -2118,7 +2250,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
 	"\aversion\x18\t \x01(\tR\aversion\x128\n" +
 	"\vinterrupted\x18\n" +
-	" \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted2\x91\n" +
+	" \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted2\xe2\n" +
 	"\n" +
 	"\x11ControllerService\x12R\n" +
 	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12^\n" +
@@ -2131,7 +2263,8 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\bListRuns\x12\x1a.decree.v1.ListRunsRequest\x1a\x1b.decree.v1.ListRunsResponse\x12=\n" +
 	"\x06GetRun\x12\x18.decree.v1.GetRunRequest\x1a\x19.decree.v1.GetRunResponse\x12N\n" +
 	"\vGetArtifact\x12\x1d.decree.v1.GetArtifactRequest\x1a\x1e.decree.v1.GetArtifactResponse0\x01\x12O\n" +
-	"\fListRoutines\x12\x1e.decree.v1.ListRoutinesRequest\x1a\x1f.decree.v1.ListRoutinesResponse\x12U\n" +
+	"\fListRoutines\x12\x1e.decree.v1.ListRoutinesRequest\x1a\x1f.decree.v1.ListRoutinesResponse\x12O\n" +
+	"\fSyncRoutines\x12\x1e.decree.v1.SyncRoutinesRequest\x1a\x1f.decree.v1.SyncRoutinesResponse\x12U\n" +
 	"\x0eRequeueMessage\x12 .decree.v1.RequeueMessageRequest\x1a!.decree.v1.RequeueMessageResponse\x12R\n" +
 	"\rCancelMessage\x12\x1f.decree.v1.CancelMessageRequest\x1a .decree.v1.CancelMessageResponse\x12R\n" +
 	"\rRevertMessage\x12\x1f.decree.v1.RevertMessageRequest\x1a .decree.v1.RevertMessageResponse\x12X\n" +
@@ -2151,7 +2284,7 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_decree_v1_controller_proto_goTypes = []any{
 	(*SubmitMessageRequest)(nil),      // 0: decree.v1.SubmitMessageRequest
 	(*SubmitMessageResponse)(nil),     // 1: decree.v1.SubmitMessageResponse
@@ -2174,52 +2307,54 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*GetArtifactResponse)(nil),       // 18: decree.v1.GetArtifactResponse
 	(*ListRoutinesRequest)(nil),       // 19: decree.v1.ListRoutinesRequest
 	(*ListRoutinesResponse)(nil),      // 20: decree.v1.ListRoutinesResponse
-	(*RequeueMessageRequest)(nil),     // 21: decree.v1.RequeueMessageRequest
-	(*RequeueMessageResponse)(nil),    // 22: decree.v1.RequeueMessageResponse
-	(*CancelMessageRequest)(nil),      // 23: decree.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),     // 24: decree.v1.CancelMessageResponse
-	(*RevertMessageRequest)(nil),      // 25: decree.v1.RevertMessageRequest
-	(*RevertMessageResponse)(nil),     // 26: decree.v1.RevertMessageResponse
-	(*ListCronEntriesRequest)(nil),    // 27: decree.v1.ListCronEntriesRequest
-	(*CronEntry)(nil),                 // 28: decree.v1.CronEntry
-	(*ListCronEntriesResponse)(nil),   // 29: decree.v1.ListCronEntriesResponse
-	(*ListWorkersRequest)(nil),        // 30: decree.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 31: decree.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 32: decree.v1.ListWorkersResponse
-	(*GetStatusRequest)(nil),          // 33: decree.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),         // 34: decree.v1.GetStatusResponse
-	nil,                               // 35: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                     // 36: decree.v1.Field
-	(*MessageInfo)(nil),               // 37: decree.v1.MessageInfo
-	(*Event)(nil),                     // 38: decree.v1.Event
-	(*LogChunk)(nil),                  // 39: decree.v1.LogChunk
-	(MessageState)(0),                 // 40: decree.v1.MessageState
-	(*RunInfo)(nil),                   // 41: decree.v1.RunInfo
-	(*RoutineInfo)(nil),               // 42: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),     // 43: google.protobuf.Timestamp
+	(*SyncRoutinesRequest)(nil),       // 21: decree.v1.SyncRoutinesRequest
+	(*SyncRoutinesResponse)(nil),      // 22: decree.v1.SyncRoutinesResponse
+	(*RequeueMessageRequest)(nil),     // 23: decree.v1.RequeueMessageRequest
+	(*RequeueMessageResponse)(nil),    // 24: decree.v1.RequeueMessageResponse
+	(*CancelMessageRequest)(nil),      // 25: decree.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),     // 26: decree.v1.CancelMessageResponse
+	(*RevertMessageRequest)(nil),      // 27: decree.v1.RevertMessageRequest
+	(*RevertMessageResponse)(nil),     // 28: decree.v1.RevertMessageResponse
+	(*ListCronEntriesRequest)(nil),    // 29: decree.v1.ListCronEntriesRequest
+	(*CronEntry)(nil),                 // 30: decree.v1.CronEntry
+	(*ListCronEntriesResponse)(nil),   // 31: decree.v1.ListCronEntriesResponse
+	(*ListWorkersRequest)(nil),        // 32: decree.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                // 33: decree.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),       // 34: decree.v1.ListWorkersResponse
+	(*GetStatusRequest)(nil),          // 35: decree.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),         // 36: decree.v1.GetStatusResponse
+	nil,                               // 37: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                     // 38: decree.v1.Field
+	(*MessageInfo)(nil),               // 39: decree.v1.MessageInfo
+	(*Event)(nil),                     // 40: decree.v1.Event
+	(*LogChunk)(nil),                  // 41: decree.v1.LogChunk
+	(MessageState)(0),                 // 42: decree.v1.MessageState
+	(*RunInfo)(nil),                   // 43: decree.v1.RunInfo
+	(*RoutineInfo)(nil),               // 44: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	36, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	37, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	38, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	39, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
 	3,  // 2: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	38, // 3: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	39, // 4: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	40, // 5: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	37, // 6: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	37, // 7: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	41, // 8: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	41, // 9: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	42, // 10: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	37, // 11: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	37, // 12: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	43, // 13: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	43, // 14: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
-	28, // 15: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	35, // 16: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	43, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	31, // 18: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	37, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	37, // 20: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
+	40, // 3: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	41, // 4: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	42, // 5: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	39, // 6: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	39, // 7: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	43, // 8: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	43, // 9: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	44, // 10: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	39, // 11: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	39, // 12: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	45, // 13: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	45, // 14: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	30, // 15: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
+	37, // 16: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	45, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	33, // 18: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
+	39, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	39, // 20: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
 	0,  // 21: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
 	2,  // 22: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
 	5,  // 23: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
@@ -2230,30 +2365,32 @@ var file_decree_v1_controller_proto_depIdxs = []int32{
 	15, // 28: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
 	17, // 29: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
 	19, // 30: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	21, // 31: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	23, // 32: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	25, // 33: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	27, // 34: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	30, // 35: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	33, // 36: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	1,  // 37: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 38: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	6,  // 39: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	8,  // 40: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	10, // 41: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	12, // 42: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	14, // 43: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	16, // 44: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	18, // 45: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	20, // 46: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	22, // 47: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	24, // 48: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	26, // 49: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	29, // 50: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	32, // 51: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	34, // 52: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	37, // [37:53] is the sub-list for method output_type
-	21, // [21:37] is the sub-list for method input_type
+	21, // 31: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	23, // 32: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	25, // 33: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	27, // 34: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	29, // 35: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	32, // 36: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	35, // 37: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	1,  // 38: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 39: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	6,  // 40: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	8,  // 41: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	10, // 42: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	12, // 43: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	14, // 44: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	16, // 45: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	18, // 46: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	20, // 47: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	22, // 48: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	24, // 49: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	26, // 50: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	28, // 51: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	31, // 52: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	34, // 53: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	36, // 54: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	38, // [38:55] is the sub-list for method output_type
+	21, // [21:38] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -2271,7 +2408,7 @@ func file_decree_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	ControllerService_GetRun_FullMethodName            = "/decree.v1.ControllerService/GetRun"
 	ControllerService_GetArtifact_FullMethodName       = "/decree.v1.ControllerService/GetArtifact"
 	ControllerService_ListRoutines_FullMethodName      = "/decree.v1.ControllerService/ListRoutines"
+	ControllerService_SyncRoutines_FullMethodName      = "/decree.v1.ControllerService/SyncRoutines"
 	ControllerService_RequeueMessage_FullMethodName    = "/decree.v1.ControllerService/RequeueMessage"
 	ControllerService_CancelMessage_FullMethodName     = "/decree.v1.ControllerService/CancelMessage"
 	ControllerService_RevertMessage_FullMethodName     = "/decree.v1.ControllerService/RevertMessage"
@@ -79,6 +80,13 @@ type ControllerServiceClient interface {
 	GetArtifact(ctx context.Context, in *GetArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArtifactResponse], error)
 	// ListRoutines lists the routines with descriptions and parameters.
 	ListRoutines(ctx context.Context, in *ListRoutinesRequest, opts ...grpc.CallOption) (*ListRoutinesResponse, error)
+	// SyncRoutines brings the routine registry of config.yml in line with the
+	// routine files on disk (what `decreectl routine-sync` does): new project
+	// routines are registered enabled, new shared ones disabled, entries whose
+	// file is gone are marked deprecated, and deprecated entries whose file is
+	// back lose the mark. Only the registry keys of config.yml are rewritten,
+	// and only when something changed.
+	SyncRoutines(ctx context.Context, in *SyncRoutinesRequest, opts ...grpc.CallOption) (*SyncRoutinesResponse, error)
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(ctx context.Context, in *RequeueMessageRequest, opts ...grpc.CallOption) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
@@ -230,6 +238,16 @@ func (c *controllerServiceClient) ListRoutines(ctx context.Context, in *ListRout
 	return out, nil
 }
 
+func (c *controllerServiceClient) SyncRoutines(ctx context.Context, in *SyncRoutinesRequest, opts ...grpc.CallOption) (*SyncRoutinesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncRoutinesResponse)
+	err := c.cc.Invoke(ctx, ControllerService_SyncRoutines_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) RequeueMessage(ctx context.Context, in *RequeueMessageRequest, opts ...grpc.CallOption) (*RequeueMessageResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RequeueMessageResponse)
@@ -332,6 +350,13 @@ type ControllerServiceServer interface {
 	GetArtifact(*GetArtifactRequest, grpc.ServerStreamingServer[GetArtifactResponse]) error
 	// ListRoutines lists the routines with descriptions and parameters.
 	ListRoutines(context.Context, *ListRoutinesRequest) (*ListRoutinesResponse, error)
+	// SyncRoutines brings the routine registry of config.yml in line with the
+	// routine files on disk (what `decreectl routine-sync` does): new project
+	// routines are registered enabled, new shared ones disabled, entries whose
+	// file is gone are marked deprecated, and deprecated entries whose file is
+	// back lose the mark. Only the registry keys of config.yml are rewritten,
+	// and only when something changed.
+	SyncRoutines(context.Context, *SyncRoutinesRequest) (*SyncRoutinesResponse, error)
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(context.Context, *RequeueMessageRequest) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
@@ -385,6 +410,9 @@ func (UnimplementedControllerServiceServer) GetArtifact(*GetArtifactRequest, grp
 }
 func (UnimplementedControllerServiceServer) ListRoutines(context.Context, *ListRoutinesRequest) (*ListRoutinesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRoutines not implemented")
+}
+func (UnimplementedControllerServiceServer) SyncRoutines(context.Context, *SyncRoutinesRequest) (*SyncRoutinesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SyncRoutines not implemented")
 }
 func (UnimplementedControllerServiceServer) RequeueMessage(context.Context, *RequeueMessageRequest) (*RequeueMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequeueMessage not implemented")
@@ -584,6 +612,24 @@ func _ControllerService_ListRoutines_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_SyncRoutines_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncRoutinesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).SyncRoutines(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_SyncRoutines_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).SyncRoutines(ctx, req.(*SyncRoutinesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_RequeueMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RequeueMessageRequest)
 	if err := dec(in); err != nil {
@@ -726,6 +772,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRoutines",
 			Handler:    _ControllerService_ListRoutines_Handler,
+		},
+		{
+			MethodName: "SyncRoutines",
+			Handler:    _ControllerService_SyncRoutines_Handler,
 		},
 		{
 			MethodName: "RequeueMessage",
