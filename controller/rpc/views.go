@@ -67,27 +67,28 @@ func (s *ControllerServer) ListRoutines(ctx context.Context, req *decreev1.ListR
 
 // GetStatus summarises the project.
 func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatusRequest) (*decreev1.GetStatusResponse, error) {
-	all, err := s.messages()
+	sum, err := s.d.Store.Summarize()
 	if err != nil {
 		return nil, Status(err)
 	}
-	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version}
-	for _, m := range all {
-		switch m.GetState() {
-		case decreev1.MessageState_MESSAGE_STATE_QUEUED:
-			resp.Queued++
-		case decreev1.MessageState_MESSAGE_STATE_INTERRUPTED:
-			resp.Queued++
-			m.Body = nil
-			resp.Interrupted = append(resp.Interrupted, m)
-		case decreev1.MessageState_MESSAGE_STATE_RUNNING:
-			m.Body = nil
-			resp.Running = m
-		case decreev1.MessageState_MESSAGE_STATE_DONE:
-			resp.Done++
-		case decreev1.MessageState_MESSAGE_STATE_DEAD:
-			resp.Dead++
+	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Queued: int32(sum.Queued), Done: int32(sum.Done), Dead: int32(sum.Dead)}
+	running, _, attempt, busy := s.d.Pipeline.Running()
+	if busy {
+		for _, v := range sum.Inbox {
+			if v.ID == running {
+				resp.Running = messageInfo(v)
+				resp.Running.State, resp.Running.Attempts, resp.Running.Body = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt), nil
+				resp.Queued--
+			}
 		}
+	}
+	for _, v := range sum.Interrupted {
+		if busy && v.ID == running {
+			continue
+		}
+		mi := messageInfo(v)
+		mi.Body = nil
+		resp.Interrupted = append(resp.Interrupted, mi)
 	}
 	if cfg, err := s.d.Config(); err == nil {
 		if migs, err := s.d.Pipeline.Migrations(cfg); err == nil {

@@ -166,6 +166,11 @@ func (s *Scheduler) Next(opts NextOptions) (Selection, error) {
 			continue
 		}
 		sel.Entry, sel.Found = e, true
+		if e.Message != nil {
+			// The store's index shares parsed messages between listings;
+			// the loop gets its own copy to change.
+			sel.Entry.Message = e.Message.Clone()
+		}
 		break
 	}
 	if s.current != "" && (!sel.Found || sel.Entry.Chain != s.current) {

@@ -38,18 +38,21 @@ func SnapshotOf(names []string) InboxSnapshot {
 	return snap
 }
 
-// SnapshotInbox records the inbox's message files.
+// SnapshotInbox records the inbox's message files (from the inbox index).
 func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
-	ents, err := os.ReadDir(s.path(layout.Inbox))
+	es, err := s.ListInbox()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot inbox: %w", err)
 	}
 	snap := InboxSnapshot{}
-	for _, e := range ents {
-		if layout.IsMessageFile(e.Name()) {
-			snap[e.Name()] = true
-		}
+	for _, e := range es {
+		snap[e.File] = true
 	}
+	s.mu.Lock()
+	for f := range s.skipped {
+		snap[f] = true
+	}
+	s.mu.Unlock()
 	return snap, nil
 }
 

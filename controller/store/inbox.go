@@ -71,15 +71,23 @@ const (
 // and seq 0 here, and the normalised message is written back to its file
 // atomically, so the id survives a restart. Such files get their ids in the
 // order they arrived (modification time, then name).
+//
+// The listing comes from the inbox index when the inbox did not change
+// (see index.go); unchanged files are never parsed twice.
 func (s *Store) ListInbox() ([]Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if es, ok := s.cachedInbox(); ok {
+		return es, nil
+	}
 	dir := s.path(layout.Inbox)
+	stamp, stamped := stampOf(dir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list inbox %s: %w", dir, err)
 	}
 	var out []Entry
+	keys := map[string]fileKey{}
 	for _, de := range ents {
 		if !layout.IsMessageFile(de.Name()) || de.IsDir() {
 			continue
@@ -90,6 +98,7 @@ func (s *Store) ListInbox() ([]Entry, error) {
 		}
 		if info, err := de.Info(); err == nil {
 			e.ModTime = info.ModTime()
+			keys[e.File] = keyOf(info)
 		}
 		switch {
 		case message.CheckName(e.File) != nil:
@@ -107,13 +116,35 @@ func (s *Store) ListInbox() ([]Entry, error) {
 		}
 		return out[i].File < out[j].File
 	})
+	old := map[string]Entry{}
+	for _, e := range s.inbox.entries {
+		if s.inbox.keys[e.File] == keys[e.File] && e.Err == nil {
+			old[e.File] = e
+		}
+	}
 	for i := range out {
-		if out[i].Err == nil {
-			s.loadInboxEntry(&out[i])
+		if out[i].Err != nil {
+			continue
+		}
+		if e, ok := old[out[i].File]; ok {
+			out[i] = e // unchanged since the last listing: not parsed again
+			continue
+		}
+		if s.loadInboxEntry(&out[i]) {
+			// Written back with its new chain: note its new identity.
+			if fi, err := os.Lstat(s.path(layout.Inbox, out[i].File)); err == nil {
+				keys[out[i].File] = keyOf(fi)
+			}
 		}
 	}
 	sortEntries(out)
-	return out, nil
+	s.inbox = inboxIndex{valid: stamped, stamp: stamp, checked: time.Now(), entries: out, keys: keys}
+	if after, ok := stampOf(dir); !ok || after != stamp {
+		// Changed while listing (a write-back, or a file dropped in):
+		// look again next time.
+		s.inbox.valid = false
+	}
+	return append([]Entry(nil), out...), nil
 }
 
 func sortEntries(es []Entry) {
@@ -133,8 +164,8 @@ func sortEntries(es []Entry) {
 }
 
 // loadInboxEntry parses and normalises e.File, assigning and persisting a
-// chain when the message has none.
-func (s *Store) loadInboxEntry(e *Entry) {
+// chain when the message has none (then it reports true).
+func (s *Store) loadInboxEntry(e *Entry) (wroteBack bool) {
 	p := s.path(layout.Inbox, e.File)
 	data, err := fsutil.ReadRegular(p)
 	if err != nil {
@@ -143,12 +174,12 @@ func (s *Store) loadInboxEntry(e *Entry) {
 			reason = ReasonNotRegularFile
 		}
 		e.Err = &BadMessageError{File: e.File, Reason: reason, Err: fmt.Errorf("it cannot be read: %w", err)}
-		return
+		return false
 	}
 	m, err := message.Parse(data)
 	if err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return
+		return false
 	}
 	_, hasChain := m.Get("chain")
 	_, _, nameChain := message.ChainFromFileName(e.File)
@@ -159,13 +190,13 @@ func (s *Store) loadInboxEntry(e *Entry) {
 	}
 	if err := message.Normalize(m, in); err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return
+		return false
 	}
 	if fresh {
 		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
 			e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage,
 				Err: fmt.Errorf("record the new chain id %s in the file: %w", in.Chain, err)}
-			return
+			return false
 		}
 	}
 	e.Message = m
@@ -173,6 +204,7 @@ func (s *Store) loadInboxEntry(e *Entry) {
 	e.Chain = m.Chain()
 	e.Seq, _ = m.Seq()
 	s.chains.Observe(e.Chain)
+	return fresh
 }
 
 // CreateMessage writes a new root message into the inbox and returns it.
@@ -219,7 +251,14 @@ func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
 		if err := message.Normalize(m, in); err != nil {
 			return Entry{}, fmt.Errorf("create message %s: %w", final, err)
 		}
-		err := writeNew(s.path(layout.Inbox, in.FileName), m.Render())
+		seq, _ := m.Seq()
+		created := Entry{File: in.FileName, ID: m.ID(), Chain: m.Chain(), Seq: seq, Message: m, ModTime: s.now()}
+		err := s.ownInboxChange(func() error { return writeNew(s.path(layout.Inbox, in.FileName), m.Render()) },
+			func(es []Entry) []Entry {
+				es = append(es, created)
+				sortEntries(es)
+				return es
+			})
 		if errors.Is(err, fs.ErrExist) {
 			continue // created meanwhile by someone else; pick the next name
 		}
@@ -227,8 +266,7 @@ func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
 			return Entry{}, fmt.Errorf("create message %s: %w", final, err)
 		}
 		s.chains.Observe(m.Chain())
-		seq, _ := m.Seq()
-		return Entry{File: in.FileName, ID: m.ID(), Chain: m.Chain(), Seq: seq, Message: m, ModTime: s.now()}, nil
+		return created, nil
 	}
 }
 
@@ -279,12 +317,15 @@ func (s *Store) MarkDone(file string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	target := s.freeName(layout.Done, file)
-	if err := fsutil.MoveFile(s.path(layout.Inbox, file), s.path(layout.Done, target)); err != nil {
-		return "", fmt.Errorf("mark message %s done: %w", file, err)
-	}
-	// A note the user moved back into the inbox with the message is stale now.
-	_ = os.Remove(s.path(layout.Inbox, file+layout.DeadNoteSuffix))
-	return target, nil
+	err := s.ownInboxChange(func() error {
+		if err := fsutil.MoveFile(s.path(layout.Inbox, file), s.path(layout.Done, target)); err != nil {
+			return fmt.Errorf("mark message %s done: %w", file, err)
+		}
+		// A note the user moved back into the inbox with the message is stale now.
+		_ = os.Remove(s.path(layout.Inbox, file+layout.DeadNoteSuffix))
+		return nil
+	}, dropEntry(file))
+	return target, err
 }
 
 // checkMessageFile validates a message file name given by a caller.
@@ -333,14 +374,18 @@ func (s *Store) DeadLetter(file string, note DeadNote) (string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	name, err := s.deadLetterLocked(s.path(layout.Inbox, file), file, note)
-	if err != nil {
-		return "", err
-	}
-	if message.CheckName(file) == nil {
-		_ = os.Remove(s.path(layout.Inbox, file+layout.DeadNoteSuffix))
-	}
-	return name, nil
+	var name string
+	err := s.ownInboxChange(func() error {
+		var err error
+		if name, err = s.deadLetterLocked(s.path(layout.Inbox, file), file, note); err != nil {
+			return err
+		}
+		if message.CheckName(file) == nil {
+			_ = os.Remove(s.path(layout.Inbox, file+layout.DeadNoteSuffix))
+		}
+		return nil
+	}, dropEntry(file))
+	return name, err
 }
 
 // Skip makes ListInbox ignore inbox/<file> from now on (until the

@@ -94,6 +94,56 @@ func (s *Store) Messages() ([]MessageView, error) {
 	return out, nil
 }
 
+// Summary is what status shows: counts, and the queued messages that
+// need a person's attention.
+type Summary struct {
+	// Queued counts inbox messages (interrupted ones included).
+	Queued int
+	// Inbox is the queue in processing order (without bodies' copies:
+	// views share the index's parsed messages; do not change them).
+	Inbox []MessageView
+	// Interrupted are queued messages whose last attempt did not end.
+	Interrupted []MessageView
+	Done, Dead  int
+}
+
+// Summarize counts the inbox (from the index), done/ and dead/ (names
+// only: no file is read), so status costs little however long the queue
+// or the history.
+func (s *Store) Summarize() (Summary, error) {
+	var sum Summary
+	inbox, err := s.ListInbox()
+	if err != nil {
+		return sum, err
+	}
+	for _, e := range inbox {
+		v := MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}
+		if e.Err != nil {
+			v.Problem = e.Err.Error()
+		} else if n, ok := s.InterruptedAttempt(e.ID); ok {
+			v.State, v.Attempt = StateInterrupted, n
+			sum.Interrupted = append(sum.Interrupted, v)
+		}
+		sum.Inbox = append(sum.Inbox, v)
+	}
+	sum.Queued = len(inbox)
+	for _, d := range []struct {
+		dir string
+		n   *int
+	}{{layout.Done, &sum.Done}, {layout.Dead, &sum.Dead}} {
+		ents, err := os.ReadDir(s.path(d.dir))
+		if err != nil {
+			return sum, fmt.Errorf("count %s: %w", d.dir, err)
+		}
+		for _, e := range ents {
+			if layout.IsMessageFile(e.Name()) && !e.IsDir() {
+				*d.n++
+			}
+		}
+	}
+	return sum, nil
+}
+
 // fill sets the parsed message and, where still unknown, its id parts.
 func (v *MessageView) fill(content []byte) {
 	m, err := message.Parse(content)

@@ -188,6 +188,7 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 		Started:     s.now(),
 		Attempts:    []AttemptState{},
 	}
+	defer s.runChanged(e.ID)
 	if err := r.save(r.state); err != nil {
 		return nil, err
 	}
@@ -228,17 +229,37 @@ func (s *Store) OpenRun(id string) (*Run, error) {
 // when that attempt did not end (it was interrupted by a shutdown, or the
 // controller died during it); false when the message has no run or its
 // last attempt ended.
+//
+// Answers are cached per message until its run changes, so listing a long
+// queue does not read a state file per message every time.
 func (s *Store) InterruptedAttempt(id string) (int, bool) {
-	dir, err := s.RunDir(id)
-	if err != nil {
-		return 0, false
+	s.cacheMu.Lock()
+	n, known := s.interrupted[id]
+	s.cacheMu.Unlock()
+	if known {
+		return n, n > 0
 	}
-	st, err := readState(dir)
-	if err != nil || st.Outcome != "" {
-		return 0, false
+	if dir, err := s.RunDir(id); err == nil {
+		if st, err := readState(dir); err == nil && st.Outcome == "" {
+			if a, ok := interruptedAttempt(st); ok {
+				n = a.N
+			}
+		}
 	}
-	a, ok := interruptedAttempt(st)
-	return a.N, ok
+	s.cacheMu.Lock()
+	if s.interrupted == nil || len(s.interrupted) > 100000 {
+		s.interrupted = map[string]int{}
+	}
+	s.interrupted[id] = n
+	s.cacheMu.Unlock()
+	return n, n > 0
+}
+
+// runChanged forgets what InterruptedAttempt knows of run id.
+func (s *Store) runChanged(id string) {
+	s.cacheMu.Lock()
+	delete(s.interrupted, id)
+	s.cacheMu.Unlock()
 }
 
 func readState(dir string) (RunState, error) {
@@ -302,6 +323,7 @@ func (r *Run) Update(fn func(*RunState) error) error {
 	if err := fn(&st); err != nil {
 		return err
 	}
+	defer r.s.runChanged(r.id)
 	if err := r.save(st); err != nil {
 		return err
 	}

@@ -85,6 +85,10 @@ type Store struct {
 
 	mu      sync.Mutex      // serialises inbox, outbox, dead/, done/ and processed.md changes
 	skipped map[string]bool // inbox files refused but not movable (Skip)
+	inbox   inboxIndex      // the inbox as last listed (index.go)
+
+	cacheMu     sync.Mutex
+	interrupted map[string]int // message id -> interrupted attempt (0: none), see InterruptedAttempt
 }
 
 // Open opens (creating when missing) the .decree/ layout under projectRoot,

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/decreehq/decree/pkg/layout"
+)
+
+// The inbox index.
+//
+// Picking the next message, "is this chain finished?", status and every
+// other listing ask ListInbox, often several times per processed message.
+// Reading and parsing every queued file each time made the cost of a
+// message grow with the queue. So the store keeps the inbox as it last
+// listed it:
+//
+//   - a listing is reused as long as the inbox directory is unchanged
+//     (its modification time, change time and size, which every create,
+//     rename and removal in it updates) and was checked within
+//     RescanInterval, so files dropped in or edited by hand are seen within
+//     that interval at the latest;
+//   - the store's own changes to the inbox (new messages, done, dead) update
+//     the index in place, so they do not force a new listing;
+//   - when a listing is needed, files whose identity (size, modification
+//     time, inode) did not change are not read or parsed again.
+//
+// Summary counts done/ and dead/ without reading their files, so status
+// stays cheap however many messages were processed.
+
+// RescanInterval is how long an inbox listing is trusted without looking
+// at the directory's files again (the directory's own stamp is still
+// checked on every listing).
+const RescanInterval = time.Second
+
+// dirStamp identifies a directory's state: any entry created, renamed or
+// removed changes it.
+type dirStamp struct {
+	mtime, ctime int64
+	size         int64
+	ino          uint64
+}
+
+func stampOf(dir string) (dirStamp, bool) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return dirStamp{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return dirStamp{}, false
+	}
+	return dirStamp{mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano(), size: fi.Size(), ino: st.Ino}, true
+}
+
+// fileKey identifies a file's content without reading it.
+type fileKey struct {
+	size  int64
+	mtime int64
+	ino   uint64
+}
+
+func keyOf(fi os.FileInfo) fileKey {
+	k := fileKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.ino = st.Ino
+	}
+	return k
+}
+
+// inboxIndex is the inbox as last listed. s.mu guards it.
+type inboxIndex struct {
+	valid   bool
+	stamp   dirStamp
+	checked time.Time
+	entries []Entry // in processing order (sortEntries)
+	keys    map[string]fileKey
+}
+
+// cachedInbox returns the indexed listing when it can be trusted.
+func (s *Store) cachedInbox() ([]Entry, bool) {
+	ix := &s.inbox
+	if !ix.valid || time.Since(ix.checked) > RescanInterval {
+		return nil, false
+	}
+	if st, ok := stampOf(s.path(layout.Inbox)); !ok || st != ix.stamp {
+		return nil, false
+	}
+	return append([]Entry(nil), ix.entries...), true
+}
+
+// ownInboxChange runs change, a write of the store to the inbox, and keeps
+// the index current: apply updates the indexed entries when the index was
+// current before the change; otherwise the next listing looks again.
+func (s *Store) ownInboxChange(change func() error, apply func([]Entry) []Entry) error {
+	ix := &s.inbox
+	dir := s.path(layout.Inbox)
+	before, ok := stampOf(dir)
+	current := ok && ix.valid && before == ix.stamp
+	if err := change(); err != nil {
+		ix.valid = false
+		return err
+	}
+	if !current {
+		ix.valid = false
+		return nil
+	}
+	after, ok := stampOf(dir)
+	if !ok {
+		ix.valid = false
+		return nil
+	}
+	ix.entries = apply(ix.entries)
+	ix.stamp = after
+	return nil
+}
+
+// dropEntry removes file from indexed entries.
+func dropEntry(file string) func([]Entry) []Entry {
+	return func(es []Entry) []Entry {
+		out := es[:0:0]
+		for _, e := range es {
+			if e.File != file {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+}
