@@ -56,19 +56,9 @@ type MessageView struct {
 // Messages lists the inbox (queued), inbox/done/ and inbox/dead/, in that
 // order; within the inbox in processing order.
 func (s *Store) Messages() ([]MessageView, error) {
-	var out []MessageView
-	inbox, err := s.ListInbox()
+	out, err := s.inboxViews()
 	if err != nil {
 		return nil, err
-	}
-	for _, e := range inbox {
-		v := MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}
-		if e.Err != nil {
-			v.Problem = e.Err.Error()
-		} else if n, ok := s.InterruptedAttempt(e.ID); ok {
-			v.State, v.Attempt = StateInterrupted, n
-		}
-		out = append(out, v)
 	}
 	done, err := s.ListDone()
 	if err != nil {
@@ -94,6 +84,26 @@ func (s *Store) Messages() ([]MessageView, error) {
 	return out, nil
 }
 
+// inboxViews lists the inbox (from the index) as views, marking
+// interrupted messages.
+func (s *Store) inboxViews() ([]MessageView, error) {
+	inbox, err := s.ListInbox()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MessageView, 0, len(inbox))
+	for _, e := range inbox {
+		v := MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}
+		if e.Err != nil {
+			v.Problem = e.Err.Error()
+		} else if n, ok := s.InterruptedAttempt(e.ID); ok {
+			v.State, v.Attempt = StateInterrupted, n
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // Summary is what status shows: counts, and the queued messages that
 // need a person's attention.
 type Summary struct {
@@ -112,21 +122,16 @@ type Summary struct {
 // or the history.
 func (s *Store) Summarize() (Summary, error) {
 	var sum Summary
-	inbox, err := s.ListInbox()
+	inbox, err := s.inboxViews()
 	if err != nil {
 		return sum, err
 	}
-	for _, e := range inbox {
-		v := MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}
-		if e.Err != nil {
-			v.Problem = e.Err.Error()
-		} else if n, ok := s.InterruptedAttempt(e.ID); ok {
-			v.State, v.Attempt = StateInterrupted, n
+	for _, v := range inbox {
+		if v.State == StateInterrupted {
 			sum.Interrupted = append(sum.Interrupted, v)
 		}
-		sum.Inbox = append(sum.Inbox, v)
 	}
-	sum.Queued = len(inbox)
+	sum.Inbox, sum.Queued = inbox, len(inbox)
 	for _, d := range []struct {
 		dir string
 		n   *int
