@@ -74,12 +74,10 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Queued: int32(sum.Queued), Done: int32(sum.Done), Dead: int32(sum.Dead)}
 	running, _, attempt, busy := s.d.Pipeline.Running()
 	if busy {
-		for _, v := range sum.Inbox {
-			if v.ID == running {
-				resp.Running = messageInfo(v)
-				resp.Running.State, resp.Running.Attempts, resp.Running.Body = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt), nil
-				resp.Queued--
-			}
+		if v, ok := s.d.Store.QueuedView(running); ok {
+			resp.Running = messageInfo(v)
+			resp.Running.State, resp.Running.Attempts, resp.Running.Body = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt), nil
+			resp.Queued--
 		}
 	}
 	for _, v := range sum.Interrupted {

@@ -77,8 +77,18 @@ const (
 func (s *Store) ListInbox() ([]Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if es, ok := s.cachedInbox(); ok {
-		return es, nil
+	es, err := s.inboxLocked()
+	if err != nil {
+		return nil, err
+	}
+	return append([]Entry(nil), es...), nil
+}
+
+// inboxLocked returns the index's entries (not a copy: read only), listing
+// the inbox again when the index cannot be trusted. s.mu is held.
+func (s *Store) inboxLocked() ([]Entry, error) {
+	if s.cachedInbox() {
+		return s.inbox.entries, nil
 	}
 	dir := s.path(layout.Inbox)
 	stamp, stamped := stampOf(dir)
@@ -144,7 +154,7 @@ func (s *Store) ListInbox() ([]Entry, error) {
 		// look again next time.
 		s.inbox.valid = false
 	}
-	return append([]Entry(nil), out...), nil
+	return out, nil
 }
 
 func sortEntries(es []Entry) {

@@ -78,16 +78,14 @@ type inboxIndex struct {
 	keys    map[string]fileKey
 }
 
-// cachedInbox returns the indexed listing when it can be trusted.
-func (s *Store) cachedInbox() ([]Entry, bool) {
+// cachedInbox reports whether the indexed listing can be trusted.
+func (s *Store) cachedInbox() bool {
 	ix := &s.inbox
 	if !ix.valid || time.Since(ix.checked) > RescanInterval {
-		return nil, false
+		return false
 	}
-	if st, ok := stampOf(s.path(layout.Inbox)); !ok || st != ix.stamp {
-		return nil, false
-	}
-	return append([]Entry(nil), ix.entries...), true
+	st, ok := stampOf(s.path(layout.Inbox))
+	return ok && st == ix.stamp
 }
 
 // ownInboxChange runs change, a write of the store to the inbox, and keeps

@@ -109,44 +109,66 @@ func (s *Store) inboxViews() ([]MessageView, error) {
 type Summary struct {
 	// Queued counts inbox messages (interrupted ones included).
 	Queued int
-	// Inbox is the queue in processing order (without bodies' copies:
-	// views share the index's parsed messages; do not change them).
-	Inbox []MessageView
 	// Interrupted are queued messages whose last attempt did not end.
 	Interrupted []MessageView
 	Done, Dead  int
 }
 
-// Summarize counts the inbox (from the index), done/ and dead/ (names
-// only: no file is read), so status costs little however long the queue
-// or the history.
+// Summarize counts the inbox (from the index), done/ and dead/ (by name,
+// cached while the directory is unchanged), and finds interrupted
+// messages among the runs without an outcome; no message file is read, so
+// status costs little however long the queue or the history.
 func (s *Store) Summarize() (Summary, error) {
 	var sum Summary
-	inbox, err := s.inboxViews()
+	s.mu.Lock()
+	es, err := s.inboxLocked()
 	if err != nil {
+		s.mu.Unlock()
 		return sum, err
 	}
-	for _, v := range inbox {
-		if v.State == StateInterrupted {
-			sum.Interrupted = append(sum.Interrupted, v)
-		}
-	}
-	sum.Inbox, sum.Queued = inbox, len(inbox)
-	for _, d := range []struct {
-		dir string
-		n   *int
-	}{{layout.Done, &sum.Done}, {layout.Dead, &sum.Dead}} {
-		ents, err := os.ReadDir(s.path(d.dir))
-		if err != nil {
-			return sum, fmt.Errorf("count %s: %w", d.dir, err)
-		}
-		for _, e := range ents {
-			if layout.IsMessageFile(e.Name()) && !e.IsDir() {
-				*d.n++
+	sum.Queued = len(es)
+	open := s.openRunsLocked()
+	queued := make(map[string]int, len(open))
+	if len(open) > 0 {
+		for i, e := range es {
+			if open[e.ID] {
+				queued[e.ID] = i
 			}
 		}
 	}
+	for id, i := range queued {
+		if n, ok := s.InterruptedAttempt(id); ok {
+			e := es[i]
+			sum.Interrupted = append(sum.Interrupted, MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateInterrupted, Attempt: n, Message: e.Message})
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(sum.Interrupted, func(i, j int) bool { return message.IDLess(sum.Interrupted[i].ID, sum.Interrupted[j].ID) })
+	var err2 error
+	if sum.Done, err2 = s.countDir(layout.Done); err2 != nil {
+		return sum, err2
+	}
+	if sum.Dead, err2 = s.countDir(layout.Dead); err2 != nil {
+		return sum, err2
+	}
 	return sum, nil
+}
+
+// QueuedView returns the view of a queued message by id (for status's
+// running message).
+func (s *Store) QueuedView(id string) (MessageView, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	es, err := s.inboxLocked()
+	if err != nil {
+		return MessageView{}, false
+	}
+	for _, e := range es {
+		if e.ID == id {
+			return MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}, true
+		}
+	}
+	return MessageView{}, false
 }
 
 // fill sets the parsed message and, where still unknown, its id parts.
@@ -214,4 +236,42 @@ func (s *Store) Runs(chain string, limit int) ([]*Run, error) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
+}
+
+// dirCount caches the number of messages in a directory by its stamp.
+type dirCount struct {
+	stamp dirStamp
+	n     int
+}
+
+// countDir counts the message files in a .decree/ directory, cached while
+// the directory is unchanged.
+func (s *Store) countDir(rel string) (int, error) {
+	dir := s.path(rel)
+	st, stamped := stampOf(dir)
+	s.cacheMu.Lock()
+	c, ok := s.counts[rel]
+	s.cacheMu.Unlock()
+	if stamped && ok && c.stamp == st {
+		return c.n, nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("count %s: %w", rel, err)
+	}
+	n := 0
+	for _, e := range ents {
+		if layout.IsMessageFile(e.Name()) && !e.IsDir() {
+			n++
+		}
+	}
+	if stamped {
+		s.cacheMu.Lock()
+		if s.counts == nil {
+			s.counts = map[string]dirCount{}
+		}
+		s.counts[rel] = dirCount{stamp: st, n: n}
+		s.cacheMu.Unlock()
+	}
+	return n, nil
 }

@@ -188,7 +188,7 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 		Started:     s.now(),
 		Attempts:    []AttemptState{},
 	}
-	defer s.runChanged(e.ID)
+	defer s.runChanged(e.ID, true)
 	if err := r.save(r.state); err != nil {
 		return nil, err
 	}
@@ -255,11 +255,52 @@ func (s *Store) InterruptedAttempt(id string) (int, bool) {
 	return n, n > 0
 }
 
-// runChanged forgets what InterruptedAttempt knows of run id.
-func (s *Store) runChanged(id string) {
+// runChanged forgets what InterruptedAttempt knows of run id and notes
+// whether the run is open (has no outcome yet).
+func (s *Store) runChanged(id string, open bool) {
 	s.cacheMu.Lock()
 	delete(s.interrupted, id)
+	if s.open != nil {
+		if open {
+			s.open[id] = true
+		} else {
+			delete(s.open, id)
+		}
+	}
 	s.cacheMu.Unlock()
+}
+
+// openRunsLocked returns the ids of runs without an outcome: runs/ is
+// scanned once, then the store's own run writes keep the set current.
+func (s *Store) openRunsLocked() map[string]bool {
+	s.cacheMu.Lock()
+	scanned := s.open != nil
+	s.cacheMu.Unlock()
+	if !scanned {
+		open := map[string]bool{}
+		if ents, err := os.ReadDir(s.path(layout.Runs)); err == nil {
+			for _, e := range ents {
+				if !e.IsDir() || CheckID(e.Name()) != nil {
+					continue
+				}
+				if st, err := readState(s.path(layout.Runs, e.Name())); err == nil && st.Outcome == "" {
+					open[e.Name()] = true
+				}
+			}
+		}
+		s.cacheMu.Lock()
+		if s.open == nil {
+			s.open = open
+		}
+		s.cacheMu.Unlock()
+	}
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	out := make(map[string]bool, len(s.open))
+	for id := range s.open {
+		out[id] = true
+	}
+	return out
 }
 
 func readState(dir string) (RunState, error) {
@@ -323,7 +364,7 @@ func (r *Run) Update(fn func(*RunState) error) error {
 	if err := fn(&st); err != nil {
 		return err
 	}
-	defer r.s.runChanged(r.id)
+	defer func() { r.s.runChanged(r.id, r.state.Outcome == "") }()
 	if err := r.save(st); err != nil {
 		return err
 	}

@@ -88,7 +88,9 @@ type Store struct {
 	inbox   inboxIndex      // the inbox as last listed (index.go)
 
 	cacheMu     sync.Mutex
-	interrupted map[string]int // message id -> interrupted attempt (0: none), see InterruptedAttempt
+	interrupted map[string]int      // message id -> interrupted attempt (0: none), see InterruptedAttempt
+	open        map[string]bool     // ids of runs without an outcome (nil: not scanned yet)
+	counts      map[string]dirCount // message counts of done/ and dead/ by stamp
 }
 
 // Open opens (creating when missing) the .decree/ layout under projectRoot,
