@@ -162,12 +162,18 @@ func TestFencedAttemptsUnderFaults(t *testing.T) {
 			t.Errorf("unexpected message %s in done or dead", name)
 		}
 	}
+	// The tree is what the checkpoints say: each done message's change
+	// (its out file, holding its id) and nothing of a dead one (reverted).
+	want := map[string]string{}
 	for _, m := range p.messages(".decree/inbox/done") {
 		name := strings.TrimSuffix(m, ".md")
-		if !p.exists("out-" + name + ".txt") {
-			t.Errorf("message %s is done but its change is not in the tree", name)
+		id := doneID(t, p, m)
+		want["out-"+name+".txt"] = id + "\n"
+		if d, err := os.ReadFile(p.path(".decree/runs/" + id + "/changes.diff")); err != nil || !strings.Contains(string(d), "out-"+name+".txt") {
+			t.Errorf("changes.diff of %s does not record out-%s.txt: %v", id, name, err)
 		}
 	}
+	p.sameTree(want)
 	t.Logf("%d messages: %d done, %d dead", len(names), len(p.messages(".decree/inbox/done")), len(p.messages(".decree/inbox/dead")))
 }
 
@@ -304,4 +310,16 @@ wait`)
 	testtool.WaitFor(t, 5*time.Second, "every routine process to die with decreectl", func() bool {
 		return !alive(detached) && !alive(sleeper)
 	})
+}
+
+// doneID reads the message id of a file in inbox/done/.
+func doneID(t *testing.T, p *project, file string) string {
+	t.Helper()
+	for _, line := range strings.Split(p.read(".decree/inbox/done/"+file), "\n") {
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			return strings.Trim(strings.TrimSpace(id), `"'`)
+		}
+	}
+	t.Fatalf("%s has no id", file)
+	return ""
 }

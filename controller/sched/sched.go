@@ -156,6 +156,20 @@ func (s *Scheduler) Next(opts NextOptions) (Selection, error) {
 			break
 		}
 		e := good[i]
+		if f := s.st.Fresh(e); f.ID != e.ID || f.Err != nil || !f.Message.Equal(e.Message) {
+			// Changed since it was listed: choose again with its content
+			// as it is now.
+			if f.Err != nil {
+				good = append(good[:i], good[i+1:]...)
+				if err := s.reject(&sel, f, store.DeadNote{Reason: store.ReasonInvalidMessage,
+					Detail: f.Err.Error() + "\n\nFix the file and move it back into .decree/inbox/ to process it."}); err != nil {
+					return sel, err
+				}
+				continue
+			}
+			good[i] = f
+			continue
+		}
 		good = append(good[:i], good[i+1:]...)
 		if e.Seq >= s.opts.MaxDepth {
 			note := store.DeadNote{Reason: store.ReasonMaxDepthExceeded, MessageID: e.ID,

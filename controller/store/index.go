@@ -126,3 +126,33 @@ func dropEntry(file string) func([]Entry) []Entry {
 		return out
 	}
 }
+
+// Fresh returns e as its file is now: read again when the file changed
+// since the index read it (a routine may still have been writing it when a
+// listing ran; a file's content changes without changing its directory).
+// The scheduler calls it on the message it selects, so a message always
+// runs with the content it has when it is taken.
+func (s *Store) Fresh(e Entry) Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.path(layout.Inbox, e.File)
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || s.inbox.keys[e.File] == keyOf(fi) {
+		return e
+	}
+	ne := Entry{File: e.File, ModTime: fi.ModTime()}
+	s.loadInboxEntry(&ne)
+	if fi, err := os.Lstat(p); err == nil {
+		if s.inbox.keys == nil {
+			s.inbox.keys = map[string]fileKey{}
+		}
+		s.inbox.keys[e.File] = keyOf(fi)
+	}
+	for i := range s.inbox.entries {
+		if s.inbox.entries[i].File == e.File {
+			s.inbox.entries[i] = ne
+		}
+	}
+	sortEntries(s.inbox.entries)
+	return ne
+}

@@ -106,3 +106,33 @@ func TestInboxIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshSeesContentWrittenAfterListing: a file listed while its writer
+// had not finished (empty) is read again when it is taken.
+func TestFreshSeesContentWrittenAfterListing(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(st.Dir(), layout.Inbox, "2026010100000000-1.md")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	es, err := st.ListInbox()
+	if err != nil || len(es) != 1 {
+		t.Fatalf("list: %v %v", es, err)
+	}
+	if err := os.WriteFile(p, []byte("---\nlast: 99\n---\nnext\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if es2, _ := st.ListInbox(); es2[0].Message.GetString("last") != "" {
+		t.Logf("the listing already saw the new content")
+	}
+	f := st.Fresh(es[0])
+	if got := f.Message.GetString("last"); got != "99" {
+		t.Errorf("Fresh: last = %q, want 99 (content written after the listing)", got)
+	}
+	if es3, _ := st.ListInbox(); es3[0].Message.GetString("last") != "99" {
+		t.Errorf("the index was not updated by Fresh")
+	}
+}
