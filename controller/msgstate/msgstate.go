@@ -19,9 +19,9 @@
 //	any state before done -> dead(reason)           (refused, cancelled, ...)
 //
 // Follow-up collection is part of the machine: an attempt's success is
-// recorded (finished, ok, not collected) together with the inbox as it was
-// before the attempt, before anything is collected; a replay collects
-// again from that same snapshot, and collection itself only moves files,
+// recorded (finished, ok, not collected) before anything is collected, and
+// the inbox as it was before the attempt is recorded before the attempt
+// starts; a replay collects again from that same snapshot, and collection itself only moves files,
 // so no follow-up is queued twice.
 package msgstate
 
@@ -93,9 +93,6 @@ type Msg struct {
 	OK bool `json:"ok,omitempty"`
 	// Collected is set in Finished (OK) once follow-ups were collected.
 	Collected bool `json:"collected,omitempty"`
-	// InboxBefore is the inbox (file names) before the running attempt:
-	// what a collection, first or replayed, compares against.
-	InboxBefore []string `json:"inbox_before,omitempty"`
 	// Why is set in Reverting.
 	Why RevertCause `json:"why,omitempty"`
 	// Reason is set in Dead.
@@ -141,10 +138,11 @@ func Checkpoint(m Msg) (Msg, error) {
 	return m, refuse(m, "checkpoint")
 }
 
-// Start begins attempt n, with the inbox as it is before it. n must be the
-// next attempt; the one before it must have failed (or the tree was just
-// reverted for the last attempt).
-func Start(m Msg, n int, inboxBefore []string) (Msg, error) {
+// Start begins attempt n. n must be the next attempt; the one before it
+// must have failed (or the tree was just reverted for the last attempt).
+// The loop records the inbox as it is before the attempt (the snapshot a
+// collection, first or replayed, compares against) before this step.
+func Start(m Msg, n int) (Msg, error) {
 	if m.State == Running && m.Attempt == n {
 		return m, nil
 	}
@@ -163,7 +161,6 @@ func Start(m Msg, n int, inboxBefore []string) (Msg, error) {
 		return m, refuse(m, fmt.Sprintf("start attempt %d", n))
 	}
 	m.State, m.Attempt, m.OK, m.Collected, m.Why = Running, n, false, false, ""
-	m.InboxBefore = append([]string(nil), inboxBefore...)
 	return m, nil
 }
 

@@ -27,7 +27,6 @@ func reason(r Reason) func(*Msg) {
 // TestTransitions drives every transition from every state it is allowed
 // in, and from states it is refused in.
 func TestTransitions(t *testing.T) {
-	before := []string{"a.md"}
 	tests := []struct {
 		name string
 		from Msg
@@ -40,14 +39,14 @@ func TestTransitions(t *testing.T) {
 		{"claim again after a restart", at(Running, 1, 3), func(m Msg) (Msg, error) { return Claim(m, 5) }, at(Running, 1, 3), false},
 		{"checkpoint claimed", at(Claimed, 0, 3), Checkpoint, at(Checkpointed, 0, 3), false},
 		{"checkpoint queued", at(Queued, 0, 0), Checkpoint, Msg{}, true},
-		{"first attempt", at(Checkpointed, 0, 3), func(m Msg) (Msg, error) { return Start(m, 1, before) }, at(Running, 1, 3, func(m *Msg) { m.InboxBefore = before }), false},
-		{"second attempt as first", at(Checkpointed, 0, 3), func(m Msg) (Msg, error) { return Start(m, 2, nil) }, Msg{}, true},
-		{"next attempt after failure", at(Finished, 1, 3), func(m Msg) (Msg, error) { return Start(m, 2, nil) }, at(Running, 2, 3), false},
-		{"last attempt needs a revert", at(Finished, 2, 3), func(m Msg) (Msg, error) { return Start(m, 3, nil) }, Msg{}, true},
-		{"last attempt after revert", at(Reverting, 2, 3, why(BeforeLastAttempt)), func(m Msg) (Msg, error) { return Start(m, 3, nil) }, at(Running, 3, 3), false},
-		{"no attempt after exhaustion revert", at(Reverting, 3, 3, why(AfterExhausted)), func(m Msg) (Msg, error) { return Start(m, 4, nil) }, Msg{}, true},
-		{"no attempt after success", at(Finished, 1, 3, ok), func(m Msg) (Msg, error) { return Start(m, 2, nil) }, Msg{}, true},
-		{"no attempt beyond max", at(Finished, 1, 1), func(m Msg) (Msg, error) { return Start(m, 2, nil) }, Msg{}, true},
+		{"first attempt", at(Checkpointed, 0, 3), func(m Msg) (Msg, error) { return Start(m, 1) }, at(Running, 1, 3), false},
+		{"second attempt as first", at(Checkpointed, 0, 3), func(m Msg) (Msg, error) { return Start(m, 2) }, Msg{}, true},
+		{"next attempt after failure", at(Finished, 1, 3), func(m Msg) (Msg, error) { return Start(m, 2) }, at(Running, 2, 3), false},
+		{"last attempt needs a revert", at(Finished, 2, 3), func(m Msg) (Msg, error) { return Start(m, 3) }, Msg{}, true},
+		{"last attempt after revert", at(Reverting, 2, 3, why(BeforeLastAttempt)), func(m Msg) (Msg, error) { return Start(m, 3) }, at(Running, 3, 3), false},
+		{"no attempt after exhaustion revert", at(Reverting, 3, 3, why(AfterExhausted)), func(m Msg) (Msg, error) { return Start(m, 4) }, Msg{}, true},
+		{"no attempt after success", at(Finished, 1, 3, ok), func(m Msg) (Msg, error) { return Start(m, 2) }, Msg{}, true},
+		{"no attempt beyond max", at(Finished, 1, 1), func(m Msg) (Msg, error) { return Start(m, 2) }, Msg{}, true},
 		{"finish ok", at(Running, 1, 3), func(m Msg) (Msg, error) { return Finish(m, 1, true) }, at(Finished, 1, 3, ok), false},
 		{"finish failed", at(Running, 2, 3), func(m Msg) (Msg, error) { return Finish(m, 2, false) }, at(Finished, 2, 3), false},
 		{"finish another attempt", at(Running, 2, 3), func(m Msg) (Msg, error) { return Finish(m, 1, false) }, Msg{}, true},
@@ -158,14 +157,14 @@ func TestWholeLives(t *testing.T) {
 					case StepCheckpoint:
 						return Checkpoint(m)
 					case StepAttempt:
-						m2, err := Start(m, m.Attempt+1, nil)
+						m2, err := Start(m, m.Attempt+1)
 						if err != nil {
 							return m2, err
 						}
 						return Finish(m2, m2.Attempt, tc.results[m2.Attempt-1])
 					case StepRevertLast:
 						if m.State == Reverting {
-							m2, err := Start(m, m.Attempt+1, nil)
+							m2, err := Start(m, m.Attempt+1)
 							if err != nil {
 								return m2, err
 							}

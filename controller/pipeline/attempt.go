@@ -40,7 +40,10 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 	if err != nil {
 		return res, err
 	}
-	if _, err := run.Step(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, n, before.Names()) }); err != nil {
+	if err := run.RecordInboxSnapshot(before); err != nil {
+		return res, err
+	}
+	if _, err := run.Step(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, n) }); err != nil {
 		return res, err
 	}
 	a, err := run.BeginAttempt()

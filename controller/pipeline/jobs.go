@@ -278,16 +278,8 @@ func (p *Pipeline) chainsDone(chains map[string]bool) bool {
 	if len(chains) == 0 {
 		return true
 	}
-	entries, err := p.d.Store.ListInbox()
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if chains[e.Chain] {
-			return false
-		}
-	}
-	return true
+	queued, err := p.d.Store.ChainsQueued(chains)
+	return err == nil && !queued
 }
 
 // rootOutcome is how a message ended: its run's outcome, or dead-lettered

@@ -48,8 +48,8 @@ func (p *Pipeline) finishLost(ctx context.Context, m *msg, v msgstate.Msg) {
 	if a, ok := m.run.Interrupted(); ok && a.N == v.Attempt {
 		_ = m.run.FinishAttempt(a.N, -1, why)
 	}
-	if v.InboxBefore != nil {
-		p.discardFollowUps(m.run, store.SnapshotOf(v.InboxBefore), v.Attempt)
+	if before, ok := m.run.InboxSnapshot(); ok {
+		p.discardFollowUps(m.run, before, v.Attempt)
 	}
 	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, v.Attempt, false) })
 	p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: m.e.ID, Chain: m.e.Chain, Attempt: v.Attempt, ExitCode: -1, Text: why})

@@ -237,15 +237,11 @@ func (p *Pipeline) chainMaybeFinished(ctx context.Context, chain string) {
 	if chain == "" {
 		return
 	}
-	entries, err := p.d.Store.ListInbox()
-	if err != nil {
-		p.log.Error("list inbox", "err", err)
-		return
-	}
-	for _, e := range entries {
-		if e.Chain == chain {
-			return
+	if queued, err := p.d.Store.ChainsQueued(map[string]bool{chain: true}); err != nil || queued {
+		if err != nil {
+			p.log.Error("list inbox", "err", err)
 		}
+		return
 	}
 	p.hold(&events.Event{Kind: events.ChainFinished, Chain: chain})
 }

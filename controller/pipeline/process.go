@@ -78,7 +78,13 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 			p.finishLost(runCtx, m, v)
 			continue
 		case msgstate.StepCollect:
-			p.collect(ctx, m, store.SnapshotOf(v.InboxBefore))
+			before, ok := run.InboxSnapshot()
+			if !ok {
+				// Not recorded (cannot happen: it is written before the
+				// attempt starts): take only the outbox, leave the inbox.
+				before, _ = p.d.Store.SnapshotInbox()
+			}
+			p.collect(ctx, m, before)
 			continue
 		case msgstate.StepComplete:
 			p.complete(ctx, m)

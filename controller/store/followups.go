@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -29,13 +30,26 @@ func (s InboxSnapshot) Names() []string {
 	return out
 }
 
-// SnapshotOf rebuilds a snapshot recorded with Names.
-func SnapshotOf(names []string) InboxSnapshot {
-	snap := make(InboxSnapshot, len(names))
-	for _, n := range names {
-		snap[n] = true
+// RecordInboxSnapshot writes snap into the run directory
+// (layout.InboxBeforeFile), for a collection replayed after a crash.
+func (r *Run) RecordInboxSnapshot(snap InboxSnapshot) error {
+	return r.WriteFile(layout.InboxBeforeFile, []byte(strings.Join(snap.Names(), "\n")))
+}
+
+// InboxSnapshot reads the snapshot RecordInboxSnapshot wrote; false when
+// there is none.
+func (r *Run) InboxSnapshot() (InboxSnapshot, bool) {
+	b, err := os.ReadFile(filepath.Join(r.dir, layout.InboxBeforeFile))
+	if err != nil {
+		return nil, false
 	}
-	return snap
+	snap := InboxSnapshot{}
+	for _, n := range strings.Split(string(b), "\n") {
+		if n != "" {
+			snap[n] = true
+		}
+	}
+	return snap, true
 }
 
 // SnapshotInbox records the inbox's message files (from the inbox index).
@@ -141,7 +155,7 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		out.FollowUps = append(out.FollowUps, FollowUp{File: name, ID: chain + "-" + strconv.Itoa(n), Seq: n, Source: src})
 	}
 
-	next := s.maxSeqLocked(chain, seq) + 1
+	next := -1 // found when the outbox holds a follow-up (maxSeqLocked reads four directories)
 	obox, err := os.ReadDir(s.path(layout.Outbox))
 	if err != nil {
 		return out, fmt.Errorf("collect follow-ups of %s: list outbox: %w", curID, err)
@@ -158,6 +172,9 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		}
 		src := "outbox/" + name
 		p := s.path(layout.Outbox, name)
+		if next < 0 {
+			next = s.maxSeqLocked(chain, seq) + 1
+		}
 		target := fmt.Sprintf("%s-%d.md", chain, next)
 		m, problem := s.outboxMessage(p, de, target)
 		if problem != "" {

@@ -96,8 +96,20 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list inbox %s: %w", dir, err)
 	}
+	// Within RescanInterval of the last full check only new names are
+	// looked at; a full check compares every file's identity (edits in
+	// place). The message being taken is always checked (Fresh).
+	full := time.Since(s.inbox.fullAt) > RescanInterval || s.inbox.keys == nil
+	known := make(map[string]Entry, len(s.inbox.entries))
+	if !full {
+		for _, e := range s.inbox.entries {
+			if e.Err == nil {
+				known[e.File] = e
+			}
+		}
+	}
 	var out []Entry
-	keys := map[string]fileKey{}
+	keys := make(map[string]fileKey, len(ents))
 	for _, de := range ents {
 		if !layout.IsMessageFile(de.Name()) || de.IsDir() {
 			continue
@@ -105,6 +117,13 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 		e := Entry{File: de.Name()}
 		if s.skipped[e.File] {
 			continue // refused before and could not be moved away
+		}
+		if k, ok := s.inbox.keys[e.File]; ok && !full && de.Type().IsRegular() {
+			if old, ok := known[e.File]; ok {
+				keys[e.File] = k
+				out = append(out, old)
+				continue
+			}
 		}
 		if info, err := de.Info(); err == nil {
 			e.ModTime = info.ModTime()
@@ -121,6 +140,9 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 		out = append(out, e)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
+		if (out[i].Message == nil) != (out[j].Message == nil) {
+			return out[i].Message != nil // parsed first: new files get chains in arrival order after them
+		}
 		if !out[i].ModTime.Equal(out[j].ModTime) {
 			return out[i].ModTime.Before(out[j].ModTime)
 		}
@@ -133,7 +155,7 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 		}
 	}
 	for i := range out {
-		if out[i].Err != nil {
+		if out[i].Err != nil || out[i].Message != nil {
 			continue
 		}
 		if e, ok := old[out[i].File]; ok {
@@ -148,7 +170,12 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 		}
 	}
 	sortEntries(out)
-	s.inbox = inboxIndex{valid: stamped, stamp: stamp, checked: time.Now(), entries: out, keys: keys}
+	now := time.Now()
+	fullAt := s.inbox.fullAt
+	if full {
+		fullAt = now
+	}
+	s.inbox = inboxIndex{valid: stamped, stamp: stamp, checked: now, fullAt: fullAt, entries: out, keys: keys}
 	if after, ok := stampOf(dir); !ok || after != stamp {
 		// Changed while listing (a write-back, or a file dropped in):
 		// look again next time.

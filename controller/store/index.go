@@ -73,15 +73,32 @@ func keyOf(fi os.FileInfo) fileKey {
 type inboxIndex struct {
 	valid   bool
 	stamp   dirStamp
-	checked time.Time
-	entries []Entry // in processing order (sortEntries)
+	checked time.Time // last listing
+	fullAt  time.Time // last listing that checked every file's identity
+	entries []Entry   // in processing order (sortEntries)
 	keys    map[string]fileKey
+	byID    map[string]int // entries by message id; nil until needed (byIDLocked)
+}
+
+// byIDLocked returns the index's entries by message id, building the map
+// once per change of the listing. s.mu is held, after inboxLocked.
+func (s *Store) byIDLocked() map[string]int {
+	ix := &s.inbox
+	if ix.byID == nil || len(ix.byID) > len(ix.entries) {
+		ix.byID = make(map[string]int, len(ix.entries))
+		for i, e := range ix.entries {
+			if e.ID != "" {
+				ix.byID[e.ID] = i
+			}
+		}
+	}
+	return ix.byID
 }
 
 // cachedInbox reports whether the indexed listing can be trusted.
 func (s *Store) cachedInbox() bool {
 	ix := &s.inbox
-	if !ix.valid || time.Since(ix.checked) > RescanInterval {
+	if !ix.valid || time.Since(ix.fullAt) > RescanInterval {
 		return false
 	}
 	st, ok := stampOf(s.path(layout.Inbox))
@@ -111,6 +128,7 @@ func (s *Store) ownInboxChange(change func() error, apply func([]Entry) []Entry)
 	}
 	ix.entries = apply(ix.entries)
 	ix.stamp = after
+	ix.byID = nil
 	return nil
 }
 
@@ -154,5 +172,23 @@ func (s *Store) Fresh(e Entry) Entry {
 		}
 	}
 	sortEntries(s.inbox.entries)
+	s.inbox.byID = nil
 	return ne
+}
+
+// ChainsQueued reports whether any message of chains is in the inbox,
+// from the index (no copy of the listing).
+func (s *Store) ChainsQueued(chains map[string]bool) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	es, err := s.inboxLocked()
+	if err != nil {
+		return false, err
+	}
+	for _, e := range es {
+		if chains[e.Chain] {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -130,9 +130,10 @@ func (s *Store) Summarize() (Summary, error) {
 	open := s.openRunsLocked()
 	queued := make(map[string]int, len(open))
 	if len(open) > 0 {
-		for i, e := range es {
-			if open[e.ID] {
-				queued[e.ID] = i
+		byID := s.byIDLocked()
+		for id := range open {
+			if i, ok := byID[id]; ok {
+				queued[id] = i
 			}
 		}
 	}
@@ -163,12 +164,12 @@ func (s *Store) QueuedView(id string) (MessageView, bool) {
 	if err != nil {
 		return MessageView{}, false
 	}
-	for _, e := range es {
-		if e.ID == id {
-			return MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}, true
-		}
+	i, ok := s.byIDLocked()[id]
+	if !ok {
+		return MessageView{}, false
 	}
-	return MessageView{}, false
+	e := es[i]
+	return MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}, true
 }
 
 // fill sets the parsed message and, where still unknown, its id parts.

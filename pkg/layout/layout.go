@@ -79,6 +79,9 @@ const (
 	RunFile            = "run.json"
 	DiffFile           = "changes.diff"
 	FailureContextFile = "failure-context.md"
+	// InboxBeforeFile lists the inbox as it was before the current attempt
+	// (one file name per line): what follow-up collection compares against.
+	InboxBeforeFile    = "inbox-before.txt"
 	DiscardedFollowUps = "discarded-followups"
 	NotebookOutput     = "output.ipynb"
 	PapermillLog       = "papermill.log"
@@ -125,6 +128,7 @@ func SocketPath(root string) string { return Path(root, Socket) }
 var controllerOwned = regexp.MustCompile(`^(` +
 	regexp.QuoteMeta(MessageFile) + `|` + regexp.QuoteMeta(FailureContextFile) + `|` +
 	regexp.QuoteMeta(ManifestFile) + `|` + regexp.QuoteMeta(StateFile) + `|` + regexp.QuoteMeta(RunFile) +
+	`|` + regexp.QuoteMeta(InboxBeforeFile) +
 	`|changes(\.try-[0-9]+)?\.diff` +
 	`|(routine|router|hook(-[a-z]+)?)(\.try-[0-9]+|-[0-9]+)?\.log)$`)
 
