@@ -313,3 +313,37 @@ func processContinue(t *testing.T, m mode) {
 	notContains(t, "processed.md", processed, "01-first.spec.md")
 	p.sameTree(map[string]string{"02-second.out": "ok\n"})
 }
+
+// discardOnlyFollowUps: a failed attempt's follow-ups (<chain>-<seq>.md in
+// the inbox, anything in the outbox) are kept in the run directory and never
+// run, but a message dropped into the inbox by hand (or by another tool)
+// while the attempt ran is not the attempt's: it stays queued.
+func discardOnlyFollowUps(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig)
+	p.routine("develop", "", `if [ "$seq" = 0 ] && [ ! -f tried.txt ]; then
+  echo once > tried.txt
+  printf 'follow-up of the failed attempt\n' > ".decree/inbox/${chain}-1.md"
+  printf 'from the outbox\n' > .decree/outbox/next.md
+  printf 'dropped in by hand\n' > .decree/inbox/by-hand.md
+  exit 1
+fi`)
+	r := p.ctl("", "run", "-m", "flaky", "-p", "x")
+	mustCode(t, r, 0)
+	var id string
+	for _, run := range p.runs() {
+		if p.runJSON(run).Attempts == 2 {
+			id = run
+		}
+	}
+	if id == "" {
+		t.Fatalf("no run took two attempts: %v\n%s", p.runs(), r)
+	}
+	chain := strings.TrimSuffix(id, "-0")
+	kept := p.messages(".decree/runs/" + id + "/discarded-followups/try-001")
+	if !contains1(kept, chain+"-1.md") || !contains1(kept, "next.md") || contains1(kept, "by-hand.md") {
+		t.Errorf("discarded-followups/try-001 = %v, want %s-1.md and next.md, not by-hand.md", kept, chain)
+	}
+	if !contains1(p.messages(".decree/inbox"), "by-hand.md") && !contains1(p.messages(".decree/inbox/done"), "by-hand.md") {
+		t.Errorf("by-hand.md was lost: inbox %v, done %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/done"))
+	}
+}
