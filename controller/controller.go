@@ -203,6 +203,11 @@ func (c *Controller) config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A hook naming no routine is a configuration error, reported now
+	// rather than when the first message reaches the hook.
+	if err := pipeline.Library(c.opts.Root, cfg).CheckHooks(cfg.Hooks); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	for _, w := range warns {
 		c.log.Warn(w.String())
 	}
