@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"github.com/decreehq/decree/internal/testtool"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -294,7 +295,7 @@ func processStop(t *testing.T, m mode) {
 	r = p.ctl("", "process", "--dry-run")
 	mustCode(t, r, 0)
 	for _, f := range []string{"01-first.spec.md", "02-second.spec.md"} {
-		if !strings.Contains(r.stdout, f+"  develop    PASS (no pre-check)") {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(f) + ` +develop +PASS \(no pre-check\)$`).MatchString(r.stdout) {
 			t.Errorf("dry run lacks %s with develop and PASS:\n%s", f, r.stdout)
 		}
 	}
