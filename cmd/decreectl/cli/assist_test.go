@@ -7,7 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/scaffold"
@@ -221,5 +225,72 @@ func TestSkillsMentionRealCommands(t *testing.T) {
 	}
 	if checked < 10 || flags < 3 {
 		t.Errorf("checked only %d mentions and %d flags; the pattern no longer finds them", checked, flags)
+	}
+}
+
+// At a terminal, skill install asks for what the flags leave open: here
+// the assistant (Enter: claude), the scope (Down, Enter: user) and the
+// skill (typed, Enter).
+func TestSkillInstallAsksAtTerminal(t *testing.T) {
+	dir := newInitProject(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	defer master.Close()
+	pty.Setsize(master, &pty.Winsize{Rows: 30, Cols: 100})
+	var mu sync.Mutex
+	var screen bytes.Buffer
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			mu.Lock()
+			screen.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"-C", dir, "skill", "install"}, slave, slave, slave)
+	}()
+	waitFor := func(text string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			shown := strings.Count(screen.String(), text)
+			mu.Unlock()
+			if shown > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%q never appeared; the terminal shows:\n%s", text, screen.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("Assistant")
+	master.Write([]byte("\r"))
+	waitFor("Scope")
+	master.Write([]byte("\x1b[B\r"))
+	waitFor("Skill")
+	master.Write([]byte("routine\r"))
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d; the terminal shows:\n%s", code, screen.String())
+	}
+	slave.Close()
+	if _, err := os.Stat(filepath.Join(home, ".claude/skills/decree-routine/SKILL.md")); err != nil {
+		t.Fatalf("decree-routine not installed for the user: %v\n%s", err, screen.String())
+	}
+	if _, err := os.Stat(filepath.Join(home, ".claude/skills/decree/SKILL.md")); err == nil {
+		t.Error("installed a skill that was not chosen")
 	}
 }

@@ -104,7 +104,7 @@ func deadLetterLine(st *decreev1.GetDeadLetterStatsResponse, now time.Time) stri
 	if t := st.GetOldestTime(); t != nil {
 		line += ", oldest " + age(now.Sub(t.AsTime())) + " old"
 	}
-	return line + " (decreectl requeue ID retries one)"
+	return line
 }
 
 // age renders a duration for people: 45s, 12m, 3h20m, 2d4h.
