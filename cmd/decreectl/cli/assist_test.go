@@ -294,3 +294,19 @@ func TestSkillInstallAsksAtTerminal(t *testing.T) {
 		t.Error("installed a skill that was not chosen")
 	}
 }
+
+func TestAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second:                  "0s",
+		45 * time.Second:              "45s",
+		12 * time.Minute:              "12m",
+		3*time.Hour + 20*time.Minute:  "3h20m",
+		5 * time.Hour:                 "5h",
+		50 * time.Hour:                "2d2h",
+		48*time.Hour + 30*time.Minute: "2d",
+	} {
+		if got := age(d); got != want {
+			t.Errorf("age(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
