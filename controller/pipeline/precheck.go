@@ -21,6 +21,11 @@ import (
 // smaller): a readiness check is meant to take seconds.
 const PreCheckTimeout = time.Minute
 
+// PreCheckWorkerWait is how long a pre-check waits for a worker to connect
+// (on a controller whose workers come and go) before it reports that none
+// can run it.
+const PreCheckWorkerWait = 5 * time.Second
+
 // PreCheckTarget is one pre-check to run: a routine, alone or for a
 // migration (whose spec file it then receives as spec_file).
 type PreCheckTarget struct {
@@ -98,6 +103,15 @@ func (p *Pipeline) migrationRoutine(cfg *config.Config, file string) string {
 // DECREE_PRE_CHECK is not run (it would do its real work) and counts as
 // ready. Nothing a pre-check changes in a replica comes back.
 func (p *Pipeline) PreCheck(ctx context.Context, cfg *config.Config, targets []PreCheckTarget) []PreCheckResult {
+	// A check waits for busy workers, but not for workers that may never
+	// come: after a short grace for one that is (re)connecting, a check no
+	// connected worker can run fails at once, saying why.
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if !p.d.FixedWorkers {
+		wctx, cancel = context.WithTimeout(ctx, PreCheckWorkerWait)
+	}
+	_ = p.d.Leases.WaitConnected(wctx) // each check's Unmatched says why when none came
+	cancel()
 	out := make([]PreCheckResult, 0, len(targets))
 	for _, t := range targets {
 		res := PreCheckResult{PreCheckTarget: t, ExitCode: -1}
@@ -126,13 +140,8 @@ func (p *Pipeline) preCheck(ctx context.Context, cfg *config.Config, res *PreChe
 		return nil
 	}
 	need := routineNeeds(cfg, rt)
-	if p.d.FixedWorkers {
-		if err := p.d.Leases.WaitConnected(ctx); err != nil {
-			return err
-		}
-		if why, _ := p.d.Leases.Unmatched(need); why != "" {
-			return fmt.Errorf("no worker can run routine %s: %s", rt.Name, why)
-		}
+	if why, _ := p.d.Leases.Unmatched(need); why != "" {
+		return fmt.Errorf("no worker can run routine %s: %s; start a decree-worker that can", rt.Name, why)
 	}
 	ref, err := p.routineRef(rt)
 	if err != nil {
