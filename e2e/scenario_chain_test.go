@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"github.com/decreehq/decree/internal/testtool"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -289,11 +290,15 @@ func processStop(t *testing.T, m mode) {
 	if !p.exists(".decree/inbox/dead/01-first.md") {
 		t.Errorf("dead = %v", p.messages(".decree/inbox/dead"))
 	}
-	// --dry-run lists both as pending and changes nothing.
+	// --dry-run lists both as pending, with their routine (which has no
+	// pre-check, so it counts as ready), and changes nothing.
 	r = p.ctl("", "process", "--dry-run")
 	mustCode(t, r, 0)
-	contains(t, "dry run", r.stdout, "pending    01-first.spec.md")
-	contains(t, "dry run", r.stdout, "pending    02-second.spec.md")
+	for _, f := range []string{"01-first.spec.md", "02-second.spec.md"} {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(f) + ` +develop +PASS \(no pre-check\)$`).MatchString(r.stdout) {
+			t.Errorf("dry run lacks %s with develop and PASS:\n%s", f, r.stdout)
+		}
+	}
 }
 
 // processContinue: with on_migration_failure: continue, process goes on to

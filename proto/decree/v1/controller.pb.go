@@ -2107,6 +2107,304 @@ func (x *GetStatusResponse) GetVersion() string {
 	return ""
 }
 
+// CheckRoutinesRequest says which pre-checks to run. The selections add up;
+// a routine named twice is checked once per target.
+type CheckRoutinesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Routines to check, by name.
+	Routines []string `protobuf:"bytes,1,rep,name=routines,proto3" json:"routines,omitempty"`
+	// Check every enabled routine of the registry.
+	AllEnabled bool `protobuf:"varint,2,opt,name=all_enabled,json=allEnabled,proto3" json:"all_enabled,omitempty"`
+	// Check each pending migration with the routine it would run: its spec's
+	// routine field, else default_routine (the router AI is not asked).
+	PendingMigrations bool `protobuf:"varint,3,opt,name=pending_migrations,json=pendingMigrations,proto3" json:"pending_migrations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CheckRoutinesRequest) Reset() {
+	*x = CheckRoutinesRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRoutinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRoutinesRequest) ProtoMessage() {}
+
+func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
+func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CheckRoutinesRequest) GetRoutines() []string {
+	if x != nil {
+		return x.Routines
+	}
+	return nil
+}
+
+func (x *CheckRoutinesRequest) GetAllEnabled() bool {
+	if x != nil {
+		return x.AllEnabled
+	}
+	return false
+}
+
+func (x *CheckRoutinesRequest) GetPendingMigrations() bool {
+	if x != nil {
+		return x.PendingMigrations
+	}
+	return false
+}
+
+// PreCheckResult is the outcome of one pre-check.
+type PreCheckResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The routine checked.
+	Routine string `protobuf:"bytes,1,opt,name=routine,proto3" json:"routine,omitempty"`
+	// The migration file (relative to the migrations directory) it was
+	// checked for, when checking pending migrations.
+	Migration string `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	// The pre-check exited 0.
+	Ready bool `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Why it is not ready: the pre-check's output, or why it could not run.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The pre-check's exit code (-1 when it could not run).
+	ExitCode int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// The routine has no pre-check (its file never mentions
+	// DECREE_PRE_CHECK), so nothing ran and it counts as ready.
+	NoPreCheck    bool `protobuf:"varint,6,opt,name=no_pre_check,json=noPreCheck,proto3" json:"no_pre_check,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreCheckResult) Reset() {
+	*x = PreCheckResult{}
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreCheckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreCheckResult) ProtoMessage() {}
+
+func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
+func (*PreCheckResult) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PreCheckResult) GetRoutine() string {
+	if x != nil {
+		return x.Routine
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetMigration() string {
+	if x != nil {
+		return x.Migration
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *PreCheckResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *PreCheckResult) GetNoPreCheck() bool {
+	if x != nil {
+		return x.NoPreCheck
+	}
+	return false
+}
+
+// CheckRoutinesResponse lists the results in request order: named routines,
+// then enabled ones by name, then migrations in processing order.
+type CheckRoutinesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per target.
+	Results       []*PreCheckResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRoutinesResponse) Reset() {
+	*x = CheckRoutinesResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRoutinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRoutinesResponse) ProtoMessage() {}
+
+func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
+func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// GetDeadLetterStatsRequest has no fields.
+type GetDeadLetterStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterStatsRequest) Reset() {
+	*x = GetDeadLetterStatsRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterStatsRequest) ProtoMessage() {}
+
+func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{40}
+}
+
+// GetDeadLetterStatsResponse summarises inbox/dead/.
+type GetDeadLetterStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages in inbox/dead/.
+	Count int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// When the oldest of them was dead-lettered (unset when there is none).
+	OldestTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=oldest_time,json=oldestTime,proto3" json:"oldest_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterStatsResponse) Reset() {
+	*x = GetDeadLetterStatsResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterStatsResponse) ProtoMessage() {}
+
+func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetDeadLetterStatsResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *GetDeadLetterStatsResponse) GetOldestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestTime
+	}
+	return nil
+}
+
 var File_decree_v1_controller_proto protoreflect.FileDescriptor
 
 const file_decree_v1_controller_proto_rawDesc = "" +
@@ -2238,8 +2536,27 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x14migrations_processed\x18\x06 \x01(\x05R\x13migrationsProcessed\x12-\n" +
 	"\x12migrations_pending\x18\a \x01(\x05R\x11migrationsPending\x12+\n" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion2\xe2\n" +
-	"\n" +
+	"\aversion\x18\t \x01(\tR\aversion\"\x82\x01\n" +
+	"\x14CheckRoutinesRequest\x12\x1a\n" +
+	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
+	"\vall_enabled\x18\x02 \x01(\bR\n" +
+	"allEnabled\x12-\n" +
+	"\x12pending_migrations\x18\x03 \x01(\bR\x11pendingMigrations\"\xb5\x01\n" +
+	"\x0ePreCheckResult\x12\x18\n" +
+	"\aroutine\x18\x01 \x01(\tR\aroutine\x12\x1c\n" +
+	"\tmigration\x18\x02 \x01(\tR\tmigration\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12 \n" +
+	"\fno_pre_check\x18\x06 \x01(\bR\n" +
+	"noPreCheck\"L\n" +
+	"\x15CheckRoutinesResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.decree.v1.PreCheckResultR\aresults\"\x1b\n" +
+	"\x19GetDeadLetterStatsRequest\"o\n" +
+	"\x1aGetDeadLetterStatsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12;\n" +
+	"\voldest_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"oldestTime2\x99\f\n" +
 	"\x11ControllerService\x12R\n" +
 	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12^\n" +
 	"\x11ProcessMigrations\x12#.decree.v1.ProcessMigrationsRequest\x1a$.decree.v1.ProcessMigrationsResponse\x12N\n" +
@@ -2258,7 +2575,9 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\rRevertMessage\x12\x1f.decree.v1.RevertMessageRequest\x1a .decree.v1.RevertMessageResponse\x12X\n" +
 	"\x0fListCronEntries\x12!.decree.v1.ListCronEntriesRequest\x1a\".decree.v1.ListCronEntriesResponse\x12L\n" +
 	"\vListWorkers\x12\x1d.decree.v1.ListWorkersRequest\x1a\x1e.decree.v1.ListWorkersResponse\x12F\n" +
-	"\tGetStatus\x12\x1b.decree.v1.GetStatusRequest\x1a\x1c.decree.v1.GetStatusResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
+	"\tGetStatus\x12\x1b.decree.v1.GetStatusRequest\x1a\x1c.decree.v1.GetStatusResponse\x12R\n" +
+	"\rCheckRoutines\x12\x1f.decree.v1.CheckRoutinesRequest\x1a .decree.v1.CheckRoutinesResponse\x12a\n" +
+	"\x12GetDeadLetterStats\x12$.decree.v1.GetDeadLetterStatsRequest\x1a%.decree.v1.GetDeadLetterStatsResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
 
 var (
 	file_decree_v1_controller_proto_rawDescOnce sync.Once
@@ -2272,115 +2591,126 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_decree_v1_controller_proto_goTypes = []any{
-	(*SubmitMessageRequest)(nil),      // 0: decree.v1.SubmitMessageRequest
-	(*SubmitMessageResponse)(nil),     // 1: decree.v1.SubmitMessageResponse
-	(*ProcessMigrationsRequest)(nil),  // 2: decree.v1.ProcessMigrationsRequest
-	(*Migration)(nil),                 // 3: decree.v1.Migration
-	(*ProcessMigrationsResponse)(nil), // 4: decree.v1.ProcessMigrationsResponse
-	(*WatchEventsRequest)(nil),        // 5: decree.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 6: decree.v1.WatchEventsResponse
-	(*WatchLogsRequest)(nil),          // 7: decree.v1.WatchLogsRequest
-	(*WatchLogsResponse)(nil),         // 8: decree.v1.WatchLogsResponse
-	(*ListMessagesRequest)(nil),       // 9: decree.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),      // 10: decree.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),         // 11: decree.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),        // 12: decree.v1.GetMessageResponse
-	(*ListRunsRequest)(nil),           // 13: decree.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),          // 14: decree.v1.ListRunsResponse
-	(*GetRunRequest)(nil),             // 15: decree.v1.GetRunRequest
-	(*GetRunResponse)(nil),            // 16: decree.v1.GetRunResponse
-	(*GetArtifactRequest)(nil),        // 17: decree.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),       // 18: decree.v1.GetArtifactResponse
-	(*ListRoutinesRequest)(nil),       // 19: decree.v1.ListRoutinesRequest
-	(*ListRoutinesResponse)(nil),      // 20: decree.v1.ListRoutinesResponse
-	(*SyncRoutinesRequest)(nil),       // 21: decree.v1.SyncRoutinesRequest
-	(*SyncRoutinesResponse)(nil),      // 22: decree.v1.SyncRoutinesResponse
-	(*RequeueMessageRequest)(nil),     // 23: decree.v1.RequeueMessageRequest
-	(*RequeueMessageResponse)(nil),    // 24: decree.v1.RequeueMessageResponse
-	(*CancelMessageRequest)(nil),      // 25: decree.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),     // 26: decree.v1.CancelMessageResponse
-	(*RevertMessageRequest)(nil),      // 27: decree.v1.RevertMessageRequest
-	(*RevertMessageResponse)(nil),     // 28: decree.v1.RevertMessageResponse
-	(*ListCronEntriesRequest)(nil),    // 29: decree.v1.ListCronEntriesRequest
-	(*CronEntry)(nil),                 // 30: decree.v1.CronEntry
-	(*ListCronEntriesResponse)(nil),   // 31: decree.v1.ListCronEntriesResponse
-	(*ListWorkersRequest)(nil),        // 32: decree.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 33: decree.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 34: decree.v1.ListWorkersResponse
-	(*GetStatusRequest)(nil),          // 35: decree.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),         // 36: decree.v1.GetStatusResponse
-	nil,                               // 37: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                     // 38: decree.v1.Field
-	(*MessageInfo)(nil),               // 39: decree.v1.MessageInfo
-	(*Event)(nil),                     // 40: decree.v1.Event
-	(*LogChunk)(nil),                  // 41: decree.v1.LogChunk
-	(MessageState)(0),                 // 42: decree.v1.MessageState
-	(*RunInfo)(nil),                   // 43: decree.v1.RunInfo
-	(*RoutineInfo)(nil),               // 44: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
+	(*SubmitMessageRequest)(nil),       // 0: decree.v1.SubmitMessageRequest
+	(*SubmitMessageResponse)(nil),      // 1: decree.v1.SubmitMessageResponse
+	(*ProcessMigrationsRequest)(nil),   // 2: decree.v1.ProcessMigrationsRequest
+	(*Migration)(nil),                  // 3: decree.v1.Migration
+	(*ProcessMigrationsResponse)(nil),  // 4: decree.v1.ProcessMigrationsResponse
+	(*WatchEventsRequest)(nil),         // 5: decree.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),        // 6: decree.v1.WatchEventsResponse
+	(*WatchLogsRequest)(nil),           // 7: decree.v1.WatchLogsRequest
+	(*WatchLogsResponse)(nil),          // 8: decree.v1.WatchLogsResponse
+	(*ListMessagesRequest)(nil),        // 9: decree.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 10: decree.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 11: decree.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 12: decree.v1.GetMessageResponse
+	(*ListRunsRequest)(nil),            // 13: decree.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),           // 14: decree.v1.ListRunsResponse
+	(*GetRunRequest)(nil),              // 15: decree.v1.GetRunRequest
+	(*GetRunResponse)(nil),             // 16: decree.v1.GetRunResponse
+	(*GetArtifactRequest)(nil),         // 17: decree.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),        // 18: decree.v1.GetArtifactResponse
+	(*ListRoutinesRequest)(nil),        // 19: decree.v1.ListRoutinesRequest
+	(*ListRoutinesResponse)(nil),       // 20: decree.v1.ListRoutinesResponse
+	(*SyncRoutinesRequest)(nil),        // 21: decree.v1.SyncRoutinesRequest
+	(*SyncRoutinesResponse)(nil),       // 22: decree.v1.SyncRoutinesResponse
+	(*RequeueMessageRequest)(nil),      // 23: decree.v1.RequeueMessageRequest
+	(*RequeueMessageResponse)(nil),     // 24: decree.v1.RequeueMessageResponse
+	(*CancelMessageRequest)(nil),       // 25: decree.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 26: decree.v1.CancelMessageResponse
+	(*RevertMessageRequest)(nil),       // 27: decree.v1.RevertMessageRequest
+	(*RevertMessageResponse)(nil),      // 28: decree.v1.RevertMessageResponse
+	(*ListCronEntriesRequest)(nil),     // 29: decree.v1.ListCronEntriesRequest
+	(*CronEntry)(nil),                  // 30: decree.v1.CronEntry
+	(*ListCronEntriesResponse)(nil),    // 31: decree.v1.ListCronEntriesResponse
+	(*ListWorkersRequest)(nil),         // 32: decree.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                 // 33: decree.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),        // 34: decree.v1.ListWorkersResponse
+	(*GetStatusRequest)(nil),           // 35: decree.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),          // 36: decree.v1.GetStatusResponse
+	(*CheckRoutinesRequest)(nil),       // 37: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),             // 38: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),      // 39: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),  // 40: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil), // 41: decree.v1.GetDeadLetterStatsResponse
+	nil,                                // 42: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                      // 43: decree.v1.Field
+	(*MessageInfo)(nil),                // 44: decree.v1.MessageInfo
+	(*Event)(nil),                      // 45: decree.v1.Event
+	(*LogChunk)(nil),                   // 46: decree.v1.LogChunk
+	(MessageState)(0),                  // 47: decree.v1.MessageState
+	(*RunInfo)(nil),                    // 48: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                // 49: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),      // 50: google.protobuf.Timestamp
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	38, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	39, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	43, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	44, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
 	3,  // 2: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	40, // 3: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	41, // 4: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	42, // 5: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	39, // 6: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	39, // 7: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	43, // 8: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	43, // 9: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	44, // 10: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	39, // 11: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	39, // 12: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	45, // 13: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	45, // 14: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	45, // 3: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	46, // 4: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	47, // 5: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	44, // 6: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	44, // 7: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	48, // 8: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	48, // 9: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	49, // 10: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	44, // 11: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	44, // 12: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	50, // 13: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	50, // 14: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
 	30, // 15: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	37, // 16: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	45, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	42, // 16: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	50, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	33, // 18: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	39, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	0,  // 20: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 21: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	5,  // 22: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	7,  // 23: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	9,  // 24: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	11, // 25: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	13, // 26: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	15, // 27: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	17, // 28: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	19, // 29: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	21, // 30: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	23, // 31: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	25, // 32: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	27, // 33: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	29, // 34: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	32, // 35: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	35, // 36: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	1,  // 37: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 38: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	6,  // 39: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	8,  // 40: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	10, // 41: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	12, // 42: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	14, // 43: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	16, // 44: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	18, // 45: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	20, // 46: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	22, // 47: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	24, // 48: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	26, // 49: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	28, // 50: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	31, // 51: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	34, // 52: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	36, // 53: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	37, // [37:54] is the sub-list for method output_type
-	20, // [20:37] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	44, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	38, // 20: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	50, // 21: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 22: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 23: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	5,  // 24: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	7,  // 25: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	9,  // 26: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	11, // 27: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	13, // 28: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	15, // 29: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	17, // 30: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	19, // 31: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	21, // 32: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	23, // 33: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	25, // 34: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	27, // 35: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	29, // 36: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	32, // 37: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	35, // 38: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	37, // 39: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	40, // 40: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 41: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 42: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	6,  // 43: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	8,  // 44: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	10, // 45: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	12, // 46: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	14, // 47: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	16, // 48: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	18, // 49: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	20, // 50: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	22, // 51: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	24, // 52: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	26, // 53: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	28, // 54: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	31, // 55: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	34, // 56: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	36, // 57: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	39, // 58: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	41, // 59: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	41, // [41:60] is the sub-list for method output_type
+	22, // [22:41] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -2395,7 +2725,7 @@ func file_decree_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,23 +19,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_SubmitMessage_FullMethodName     = "/decree.v1.ControllerService/SubmitMessage"
-	ControllerService_ProcessMigrations_FullMethodName = "/decree.v1.ControllerService/ProcessMigrations"
-	ControllerService_WatchEvents_FullMethodName       = "/decree.v1.ControllerService/WatchEvents"
-	ControllerService_WatchLogs_FullMethodName         = "/decree.v1.ControllerService/WatchLogs"
-	ControllerService_ListMessages_FullMethodName      = "/decree.v1.ControllerService/ListMessages"
-	ControllerService_GetMessage_FullMethodName        = "/decree.v1.ControllerService/GetMessage"
-	ControllerService_ListRuns_FullMethodName          = "/decree.v1.ControllerService/ListRuns"
-	ControllerService_GetRun_FullMethodName            = "/decree.v1.ControllerService/GetRun"
-	ControllerService_GetArtifact_FullMethodName       = "/decree.v1.ControllerService/GetArtifact"
-	ControllerService_ListRoutines_FullMethodName      = "/decree.v1.ControllerService/ListRoutines"
-	ControllerService_SyncRoutines_FullMethodName      = "/decree.v1.ControllerService/SyncRoutines"
-	ControllerService_RequeueMessage_FullMethodName    = "/decree.v1.ControllerService/RequeueMessage"
-	ControllerService_CancelMessage_FullMethodName     = "/decree.v1.ControllerService/CancelMessage"
-	ControllerService_RevertMessage_FullMethodName     = "/decree.v1.ControllerService/RevertMessage"
-	ControllerService_ListCronEntries_FullMethodName   = "/decree.v1.ControllerService/ListCronEntries"
-	ControllerService_ListWorkers_FullMethodName       = "/decree.v1.ControllerService/ListWorkers"
-	ControllerService_GetStatus_FullMethodName         = "/decree.v1.ControllerService/GetStatus"
+	ControllerService_SubmitMessage_FullMethodName      = "/decree.v1.ControllerService/SubmitMessage"
+	ControllerService_ProcessMigrations_FullMethodName  = "/decree.v1.ControllerService/ProcessMigrations"
+	ControllerService_WatchEvents_FullMethodName        = "/decree.v1.ControllerService/WatchEvents"
+	ControllerService_WatchLogs_FullMethodName          = "/decree.v1.ControllerService/WatchLogs"
+	ControllerService_ListMessages_FullMethodName       = "/decree.v1.ControllerService/ListMessages"
+	ControllerService_GetMessage_FullMethodName         = "/decree.v1.ControllerService/GetMessage"
+	ControllerService_ListRuns_FullMethodName           = "/decree.v1.ControllerService/ListRuns"
+	ControllerService_GetRun_FullMethodName             = "/decree.v1.ControllerService/GetRun"
+	ControllerService_GetArtifact_FullMethodName        = "/decree.v1.ControllerService/GetArtifact"
+	ControllerService_ListRoutines_FullMethodName       = "/decree.v1.ControllerService/ListRoutines"
+	ControllerService_SyncRoutines_FullMethodName       = "/decree.v1.ControllerService/SyncRoutines"
+	ControllerService_RequeueMessage_FullMethodName     = "/decree.v1.ControllerService/RequeueMessage"
+	ControllerService_CancelMessage_FullMethodName      = "/decree.v1.ControllerService/CancelMessage"
+	ControllerService_RevertMessage_FullMethodName      = "/decree.v1.ControllerService/RevertMessage"
+	ControllerService_ListCronEntries_FullMethodName    = "/decree.v1.ControllerService/ListCronEntries"
+	ControllerService_ListWorkers_FullMethodName        = "/decree.v1.ControllerService/ListWorkers"
+	ControllerService_GetStatus_FullMethodName          = "/decree.v1.ControllerService/GetStatus"
+	ControllerService_CheckRoutines_FullMethodName      = "/decree.v1.ControllerService/CheckRoutines"
+	ControllerService_GetDeadLetterStats_FullMethodName = "/decree.v1.ControllerService/GetDeadLetterStats"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -101,6 +103,12 @@ type ControllerServiceClient interface {
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 	// GetStatus summarises the project.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
+	// CheckRoutines runs routines' pre-checks on workers (each routine run
+	// with DECREE_PRE_CHECK=true; exit 0 means ready) and reports every
+	// result. It changes nothing and runs no message.
+	CheckRoutines(ctx context.Context, in *CheckRoutinesRequest, opts ...grpc.CallOption) (*CheckRoutinesResponse, error)
+	// GetDeadLetterStats counts the dead letters and dates the oldest.
+	GetDeadLetterStats(ctx context.Context, in *GetDeadLetterStatsRequest, opts ...grpc.CallOption) (*GetDeadLetterStatsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -308,6 +316,26 @@ func (c *controllerServiceClient) GetStatus(ctx context.Context, in *GetStatusRe
 	return out, nil
 }
 
+func (c *controllerServiceClient) CheckRoutines(ctx context.Context, in *CheckRoutinesRequest, opts ...grpc.CallOption) (*CheckRoutinesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckRoutinesResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CheckRoutines_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) GetDeadLetterStats(ctx context.Context, in *GetDeadLetterStatsRequest, opts ...grpc.CallOption) (*GetDeadLetterStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDeadLetterStatsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_GetDeadLetterStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -371,6 +399,12 @@ type ControllerServiceServer interface {
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	// GetStatus summarises the project.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
+	// CheckRoutines runs routines' pre-checks on workers (each routine run
+	// with DECREE_PRE_CHECK=true; exit 0 means ready) and reports every
+	// result. It changes nothing and runs no message.
+	CheckRoutines(context.Context, *CheckRoutinesRequest) (*CheckRoutinesResponse, error)
+	// GetDeadLetterStats counts the dead letters and dates the oldest.
+	GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -431,6 +465,12 @@ func (UnimplementedControllerServiceServer) ListWorkers(context.Context, *ListWo
 }
 func (UnimplementedControllerServiceServer) GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedControllerServiceServer) CheckRoutines(context.Context, *CheckRoutinesRequest) (*CheckRoutinesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckRoutines not implemented")
+}
+func (UnimplementedControllerServiceServer) GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDeadLetterStats not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -738,6 +778,42 @@ func _ControllerService_GetStatus_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_CheckRoutines_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRoutinesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CheckRoutines(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CheckRoutines_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CheckRoutines(ctx, req.(*CheckRoutinesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_GetDeadLetterStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDeadLetterStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).GetDeadLetterStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_GetDeadLetterStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).GetDeadLetterStats(ctx, req.(*GetDeadLetterStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -800,6 +876,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStatus",
 			Handler:    _ControllerService_GetStatus_Handler,
+		},
+		{
+			MethodName: "CheckRoutines",
+			Handler:    _ControllerService_CheckRoutines_Handler,
+		},
+		{
+			MethodName: "GetDeadLetterStats",
+			Handler:    _ControllerService_GetDeadLetterStats_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
