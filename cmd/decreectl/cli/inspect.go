@@ -44,6 +44,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
+			printServeStatus(g.stdout, st, clock())
 			return nil
 		}),
 	}

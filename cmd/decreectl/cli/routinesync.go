@@ -2,10 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
+	"io"
 
-	"github.com/decreehq/decree/controller/pipeline"
-	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/pkg/routine"
 	"github.com/spf13/cobra"
 )
@@ -24,32 +23,50 @@ func newRoutineSyncCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := filepath.Join(root, ".decree", "config.yml")
-			cfg, _, err := config.Load(path)
+			rep, err := controller.SyncRoutines(root)
 			if err != nil {
 				return err
 			}
-			rep, err := routine.Sync(pipeline.Library(root, cfg), cfg.Routines, cfg.SharedRoutines)
-			if err != nil {
-				return err
-			}
-			for _, n := range rep.Added {
-				fmt.Fprintf(g.stdout, "added       %s (enabled)\n", n)
-			}
-			for _, n := range rep.AddedShared {
-				fmt.Fprintf(g.stdout, "added       shared:%s (disabled; enable it in config.yml)\n", n)
-			}
-			for _, n := range rep.Deprecated {
-				fmt.Fprintf(g.stdout, "deprecated  %s (its file is gone)\n", n)
-			}
-			for _, n := range rep.Restored {
-				fmt.Fprintf(g.stdout, "restored    %s\n", n)
-			}
+			printSync(g.stdout, rep, "")
 			if !rep.Changed() {
 				fmt.Fprintln(g.stderr, "decree: the registry is up to date")
-				return nil
 			}
-			return config.WriteRegistry(path, rep.Routines, rep.Shared)
+			return nil
 		},
 	}
+}
+
+// printSync lists what a routine sync changed, each line after prefix.
+func printSync(w io.Writer, rep routine.SyncReport, prefix string) {
+	for _, n := range rep.Added {
+		fmt.Fprintf(w, "%sadded       %s (enabled)\n", prefix, n)
+	}
+	for _, n := range rep.AddedShared {
+		fmt.Fprintf(w, "%sadded       shared:%s (disabled; enable it in config.yml)\n", prefix, n)
+	}
+	for _, n := range rep.Deprecated {
+		fmt.Fprintf(w, "%sdeprecated  %s (its file is gone)\n", prefix, n)
+	}
+	for _, n := range rep.Restored {
+		fmt.Fprintf(w, "%srestored    %s\n", prefix, n)
+	}
+}
+
+// syncAtStart runs routine discovery before a command that processes
+// messages on this machine's project (process, daemon), reporting changes
+// on stderr. A remote controller (--controller) syncs its own project.
+func (g *globals) syncAtStart() error {
+	if g.controller != "" {
+		return nil
+	}
+	root, err := g.projectRoot()
+	if err != nil {
+		return err
+	}
+	rep, err := controller.SyncRoutines(root)
+	if err != nil {
+		return fmt.Errorf("routine discovery: %w", err)
+	}
+	printSync(g.stderr, rep, "decree: routine-sync: ")
+	return nil
 }

@@ -1498,7 +1498,9 @@ type CronEntry struct {
 	// Next time it fires.
 	NextRun *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_run,json=nextRun,proto3" json:"next_run,omitempty"`
 	// Why the entry is not scheduled, if it is broken.
-	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// The file says catch_up: true (one missed fire runs after downtime).
+	CatchUp       bool `protobuf:"varint,8,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1580,6 +1582,13 @@ func (x *CronEntry) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *CronEntry) GetCatchUp() bool {
+	if x != nil {
+		return x.CatchUp
+	}
+	return false
 }
 
 // ListCronEntriesResponse lists cron entries by file name.
@@ -1886,9 +1895,15 @@ type GetStatusResponse struct {
 	// Workers with an open session.
 	WorkersConnected int32 `protobuf:"varint,8,opt,name=workers_connected,json=workersConnected,proto3" json:"workers_connected,omitempty"`
 	// Controller version.
-	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	// A daemon serves the project: it processes the inbox as messages arrive
+	// and fires .decree/cron/ (decreectl daemon, decree-controller).
+	Daemon bool `protobuf:"varint,10,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	// Set while the running message waits for an AI tool's usage limit to
+	// reset.
+	UsageLimitWait *UsageLimitWait `protobuf:"bytes,11,opt,name=usage_limit_wait,json=usageLimitWait,proto3" json:"usage_limit_wait,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -1984,6 +1999,20 @@ func (x *GetStatusResponse) GetVersion() string {
 	return ""
 }
 
+func (x *GetStatusResponse) GetDaemon() bool {
+	if x != nil {
+		return x.Daemon
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetUsageLimitWait() *UsageLimitWait {
+	if x != nil {
+		return x.UsageLimitWait
+	}
+	return nil
+}
+
 var File_decree_v1_controller_proto protoreflect.FileDescriptor
 
 const file_decree_v1_controller_proto_rawDesc = "" +
@@ -2067,7 +2096,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"-\n" +
 	"\x15RevertMessageResponse\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"\x18\n" +
-	"\x16ListCronEntriesRequest\"\xf6\x01\n" +
+	"\x16ListCronEntriesRequest\"\x91\x02\n" +
 	"\tCronEntry\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x1a\n" +
 	"\bschedule\x18\x02 \x01(\tR\bschedule\x12\x18\n" +
@@ -2075,7 +2104,8 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\ttime_zone\x18\x04 \x01(\tR\btimeZone\x125\n" +
 	"\blast_run\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\alastRun\x125\n" +
 	"\bnext_run\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\anextRun\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error\"I\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x19\n" +
+	"\bcatch_up\x18\b \x01(\bR\acatchUp\"I\n" +
 	"\x17ListCronEntriesResponse\x12.\n" +
 	"\aentries\x18\x01 \x03(\v2\x14.decree.v1.CronEntryR\aentries\"\x14\n" +
 	"\x12ListWorkersRequest\"\x90\x03\n" +
@@ -2095,7 +2125,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\xcf\x02\n" +
+	"\x10GetStatusRequest\"\xac\x03\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -2106,7 +2136,10 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x14migrations_processed\x18\x06 \x01(\x05R\x13migrationsProcessed\x12-\n" +
 	"\x12migrations_pending\x18\a \x01(\x05R\x11migrationsPending\x12+\n" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion2\x91\n" +
+	"\aversion\x18\t \x01(\tR\aversion\x12\x16\n" +
+	"\x06daemon\x18\n" +
+	" \x01(\bR\x06daemon\x12C\n" +
+	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait2\x91\n" +
 	"\n" +
 	"\x11ControllerService\x12R\n" +
 	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12^\n" +
@@ -2185,6 +2218,7 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*RunInfo)(nil),                   // 41: decree.v1.RunInfo
 	(*RoutineInfo)(nil),               // 42: decree.v1.RoutineInfo
 	(*timestamppb.Timestamp)(nil),     // 43: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),            // 44: decree.v1.UsageLimitWait
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
 	36, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
@@ -2207,43 +2241,44 @@ var file_decree_v1_controller_proto_depIdxs = []int32{
 	43, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	31, // 18: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
 	37, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	0,  // 20: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 21: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	5,  // 22: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	7,  // 23: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	9,  // 24: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	11, // 25: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	13, // 26: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	15, // 27: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	17, // 28: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	19, // 29: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	21, // 30: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	23, // 31: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	25, // 32: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	27, // 33: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	30, // 34: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	33, // 35: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	1,  // 36: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 37: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	6,  // 38: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	8,  // 39: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	10, // 40: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	12, // 41: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	14, // 42: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	16, // 43: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	18, // 44: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	20, // 45: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	22, // 46: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	24, // 47: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	26, // 48: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	29, // 49: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	32, // 50: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	34, // 51: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	36, // [36:52] is the sub-list for method output_type
-	20, // [20:36] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	44, // 20: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	0,  // 21: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 22: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	5,  // 23: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	7,  // 24: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	9,  // 25: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	11, // 26: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	13, // 27: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	15, // 28: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	17, // 29: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	19, // 30: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	21, // 31: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	23, // 32: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	25, // 33: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	27, // 34: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	30, // 35: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	33, // 36: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	1,  // 37: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 38: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	6,  // 39: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	8,  // 40: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	10, // 41: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	12, // 42: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	14, // 43: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	16, // 44: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	18, // 45: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	20, // 46: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	22, // 47: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	24, // 48: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	26, // 49: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	29, // 50: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	32, // 51: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	34, // 52: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	37, // [37:53] is the sub-list for method output_type
+	21, // [21:37] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
