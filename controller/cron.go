@@ -11,7 +11,7 @@ import (
 // one, so ListCronEntries answers; only a daemon runs it (runCron).
 func (c *Controller) openCron() error {
 	s, err := crontab.New(crontab.Options{
-		Store: c.store, Config: c.config, Logger: c.log.With("part", "cron"), Wake: c.pipe.Wake,
+		Store: c.store, Config: c.config, Logger: c.log, Wake: c.pipe.Wake,
 		Emit: func(ev *decreev1.Event) {
 			if _, err := c.events.Append(ev); err != nil {
 				c.log.Error("append event", "kind", ev.GetKind(), "err", err)
