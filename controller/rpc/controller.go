@@ -256,7 +256,6 @@ func (s *ControllerServer) RevertMessage(ctx context.Context, req *decreev1.Reve
 	return &decreev1.RevertMessageResponse{Paths: paths}, nil
 }
 
-
 // ListWorkers lists workers.
 func (s *ControllerServer) ListWorkers(ctx context.Context, req *decreev1.ListWorkersRequest) (*decreev1.ListWorkersResponse, error) {
 	return &decreev1.ListWorkersResponse{Workers: s.d.Leases.Workers()}, nil
