@@ -88,6 +88,7 @@ func Default() *Config {
 			TimeoutS:    DefaultTreeTimeoutS,
 			CLIs:        DefaultCLIs(),
 		},
+		UsageLimit: UsageLimitSettings{MaxWait: DefaultUsageLimitMaxWait},
 	}
 }
 
