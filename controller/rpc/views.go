@@ -12,6 +12,7 @@ import (
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // entryInfo describes an inbox entry.
@@ -222,6 +223,9 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		if w.GetConnected() {
 			resp.WorkersConnected++
 		}
+	}
+	if id, until, notice, ok := s.d.Pipeline.UsageLimitWait(); ok {
+		resp.UsageLimitWait = &decreev1.UsageLimitWait{MessageId: id, Until: timestamppb.New(until), Notice: notice}
 	}
 	return resp, nil
 }

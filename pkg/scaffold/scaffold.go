@@ -28,15 +28,22 @@ type AITool struct {
 	Name string
 	// Invoke is the bash command that runs one prompt, given as "$1".
 	Invoke string
+	// Resume runs one prompt ("$1") in the earlier session "$session".
+	Resume string
+	// NewSession, when the tool can be given a session id up front, runs
+	// one prompt in the new session "$session"; the routine then prints
+	// "Session ID: <id>" itself, so that decree finds it in the log.
+	NewSession string
 	// Router is the router command: prompt on stdin, answer on stdout.
 	Router string
 }
 
 // KnownTools are the AI tools init detects, in order of preference.
 var KnownTools = []AITool{
-	{Name: "claude", Invoke: `claude -p "$1"`, Router: `claude -p "$(cat)"`},
-	{Name: "opencode", Invoke: `opencode run "$1"`, Router: `opencode run "$(cat)"`},
-	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Router: `copilot -p "$(cat)"`},
+	{Name: "claude", Invoke: `claude -p "$1"`, Resume: `claude -p "$1" --resume "$session"`,
+		NewSession: `claude -p "$1" --session-id "$session"`, Router: `claude -p "$(cat)"`},
+	{Name: "opencode", Invoke: `opencode run "$1"`, Resume: `opencode run --session "$session" "$1"`, Router: `opencode run "$(cat)"`},
+	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Resume: `copilot -p "$1" --allow-all-tools --resume "$session"`, Router: `copilot -p "$(cat)"`},
 }
 
 // Options tune Init.
@@ -157,10 +164,34 @@ ai() {
 }`,
 		}
 	}
-	return tmplData{
-		Router:     yamlQuote(t.Router),
-		AIFunction: fmt.Sprintf("# Runs one prompt with %s, headless.\nai() { %s; }", t.Name, t.Invoke),
+	return tmplData{Router: yamlQuote(t.Router), AIFunction: aiFunction(t)}
+}
+
+// aiFunction writes the routine's ai() for a tool. After an attempt that
+// hit the tool's usage limit, decree retries with DECREE_PREVIOUS_SESSION_ID
+// set to the session id the attempt printed; the retry's first call then
+// resumes that session instead of starting afresh.
+func aiFunction(t AITool) string {
+	fresh := "    " + t.Invoke
+	if t.NewSession != "" {
+		fresh = `    session="$(cat /proc/sys/kernel/random/uuid 2>/dev/null || uuidgen)"
+    echo "Session ID: $session"
+    ` + t.NewSession
 	}
+	return fmt.Sprintf(`# Runs one prompt with %s, headless. After a usage limit, decree retries
+# with DECREE_PREVIOUS_SESSION_ID (the session the limited attempt used):
+# the first call then resumes that session.
+ai() {
+  local session
+  if [ -n "${DECREE_PREVIOUS_SESSION_ID:-}" ]; then
+    session="$DECREE_PREVIOUS_SESSION_ID"
+    unset DECREE_PREVIOUS_SESSION_ID
+    echo "Session ID: $session (resumed)"
+    %s
+  else
+%s
+  fi
+}`, t.Name, t.Resume, fresh)
 }
 
 // yamlQuote renders s as a double-quoted YAML scalar.
