@@ -126,7 +126,7 @@ func (p *Pipeline) pauseForUsageLimit(ctx context.Context, e store.Entry, run *s
 	}
 	text := fmt.Sprintf("usage limit reached; waiting until %s (%s) to retry %s: %s",
 		rec.Until.In(p.d.Store.Location()).Format("15:04"), wait.Round(time.Second), e.ID, rec.Notice)
-	p.log.Warn(text)
+	p.log.Info(text) // clients print the event; a daemon logs at info level
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_USAGE_LIMIT_WAIT, MessageId: e.ID, Chain: e.Chain,
 		Attempt: int32(rec.Attempt), Until: timestamppb.New(rec.Until), Text: rec.Notice})
 	p.mu.Lock()
