@@ -45,6 +45,13 @@ func TestDaemon(t *testing.T) {
 		return strings.Contains(strings.Join(p.list(".decree/inbox/done"), " "), "every-minute-")
 	})
 	contains(t, "report.txt", p.read("report.txt"), "report for ")
+	triggers := map[string]bool{}
+	for _, id := range p.runs() {
+		triggers[p.runJSON(id).Trigger] = true
+	}
+	if !triggers["cron:every-minute"] || !triggers["inbox"] {
+		t.Errorf("run.json triggers %v, want cron:every-minute and inbox", triggers)
+	}
 	r = p.ctl("", "cron", "list")
 	mustCode(t, r, 0)
 	if fields := strings.Fields(strings.Split(r.stdout, "\n")[1]); len(fields) < 9 || fields[0] != "every-minute.md" || fields[6] != "report" || fields[7] == "never" {
