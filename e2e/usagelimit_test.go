@@ -86,4 +86,21 @@ func TestUsageLimitInterrupt(t *testing.T) {
 	if p.exists("retry.txt") {
 		t.Error("the message was retried before the reset")
 	}
+
+	// The next command to process the inbox waits out the rest of the
+	// recorded wait instead of retrying at once.
+	proc := start(t, p.dir, "decreectl", "-C", p.dir, "process")
+	testtool.WaitFor(t, 30*time.Second, "the wait to be announced again", func() bool {
+		return strings.Contains(proc.Out.String(), "usage limit reached; waiting until ")
+	})
+	if p.exists("retry.txt") {
+		t.Error("the restarted controller retried before the reset")
+	}
+	proc.Signal(syscall.SIGINT)
+	if code := proc.Wait(t, 20*time.Second); code != 130 {
+		t.Errorf("process exit %d after SIGINT, want 130\n%s", code, proc.Out)
+	}
+	if !p.exists(".decree/inbox/limited.md") {
+		t.Error("the message left the inbox after the second interrupt")
+	}
 }
