@@ -106,9 +106,16 @@ func (s *Scheduler) Run(ctx context.Context, interval time.Duration) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	last := "" // an error repeated every tick is logged once
 	for {
-		if err := s.Tick(ctx); err != nil {
+		err := s.Tick(ctx)
+		switch {
+		case err != nil && err.Error() != last:
 			s.log.Error("cron", "err", err)
+			last = err.Error()
+		case err == nil && last != "":
+			s.log.Info("cron recovered")
+			last = ""
 		}
 		select {
 		case <-ctx.Done():
