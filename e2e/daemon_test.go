@@ -67,3 +67,38 @@ func TestDaemon(t *testing.T) {
 	}
 	contains(t, "daemon output", d.Out.String(), "daemon serving")
 }
+
+// TestDaemonStopsDuringAttempt: SIGTERM while a routine runs interrupts the
+// attempt (no routine process survives), the daemon exits 0 with the
+// message still queued, and the next daemon retries and finishes it.
+func TestDaemonStopsDuringAttempt(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.routine("develop", "", `echo "$$" > .decree/routine.pid
+if [ "$DECREE_ATTEMPT" = 1 ]; then sleep 120; fi
+echo "finished on attempt $DECREE_ATTEMPT" > result.txt`)
+	daemon := func() *testtool.Proc {
+		d := start(t, p.dir, "decreectl", "-C", p.dir, "daemon", "--interval", "200ms")
+		testtool.WaitFor(t, 20*time.Second, "the daemon's socket", func() bool {
+			return socketLive(p.path(".decree/decree.sock"))
+		})
+		return d
+	}
+	d := daemon()
+	p.write(".decree/inbox/slow.md", "take your time\n")
+	testtool.WaitFor(t, 30*time.Second, "the routine to start", func() bool { return p.exists(".decree/routine.pid") })
+	pid := readPid(t, p, ".decree/routine.pid")
+	d.Signal(syscall.SIGTERM)
+	if code := d.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("daemon exit %d after SIGTERM, want 0\n%s", code, d.Out)
+	}
+	if alive(pid) {
+		t.Error("the routine outlived the daemon")
+	}
+	if !p.exists(".decree/inbox/slow.md") {
+		t.Fatalf("the interrupted message left the inbox: %v", p.list(".decree/inbox"))
+	}
+	daemon()
+	testtool.WaitFor(t, 30*time.Second, "the retry to finish", func() bool { return p.exists(".decree/inbox/done/slow.md") })
+	contains(t, "result.txt", p.read("result.txt"), "finished on attempt 2")
+}
