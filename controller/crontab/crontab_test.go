@@ -323,3 +323,37 @@ func TestList(t *testing.T) {
 		t.Errorf("hourly: %+v", h)
 	}
 }
+
+// TestDSTWithFakeClock ticks a minute at a time through both New York
+// clock changes of 2026: the skipped 02:30 fires once at 03:00 EDT, the
+// repeated 01:30 fires once.
+func TestDSTWithFakeClock(t *testing.T) {
+	for _, c := range []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"spring forward", "2026-03-08T06:00:00Z", "2026-03-08T09:00:00Z", []string{"job-20260308-0300.md"}},
+		{"fall back", "2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z", []string{"job-20261101-0130.md"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, "America/New_York")
+			sched := "30 2 * * *"
+			if c.name == "fall back" {
+				sched = "30 1 * * *"
+			}
+			f.write("job.md", "---\ncron: \""+sched+"\"\n---\nx\n")
+			s := f.scheduler()
+			f.at(c.from)
+			end, _ := time.Parse(time.RFC3339, c.to)
+			var fired []string
+			for ; !f.now.After(end); f.now = f.now.Add(30 * time.Second) {
+				f.tick(s)
+				for _, name := range f.inbox() {
+					fired = append(fired, name)
+				}
+				f.finish()
+			}
+			expect(t, "fires", fired, c.want...)
+		})
+	}
+}
