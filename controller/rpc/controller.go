@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/decreehq/decree/controller/crontab"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/pipeline"
@@ -14,8 +15,6 @@ import (
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // ControllerDeps are the domain objects ControllerServer adapts.
@@ -26,6 +25,10 @@ type ControllerDeps struct {
 	Leases   *lease.Manager
 	Config   func() (*config.Config, error)
 	Version  string
+	// Cron lists .decree/cron/ (ListCronEntries).
+	Cron *crontab.Scheduler
+	// Daemon says the controller serves the project unattended.
+	Daemon bool
 }
 
 // ControllerServer implements decree.v1.ControllerService: each method
@@ -253,12 +256,6 @@ func (s *ControllerServer) RevertMessage(ctx context.Context, req *decreev1.Reve
 		return nil, Status(err)
 	}
 	return &decreev1.RevertMessageResponse{Paths: paths}, nil
-}
-
-// ListCronEntries is not available: decree has no scheduler for
-// .decree/cron/ yet.
-func (s *ControllerServer) ListCronEntries(ctx context.Context, req *decreev1.ListCronEntriesRequest) (*decreev1.ListCronEntriesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "cron schedules are not supported by this controller yet")
 }
 
 // ListWorkers lists workers.

@@ -1621,7 +1621,9 @@ type CronEntry struct {
 	// Next time it fires.
 	NextRun *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_run,json=nextRun,proto3" json:"next_run,omitempty"`
 	// Why the entry is not scheduled, if it is broken.
-	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// The file says catch_up: true (one missed fire runs after downtime).
+	CatchUp       bool `protobuf:"varint,8,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1703,6 +1705,13 @@ func (x *CronEntry) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *CronEntry) GetCatchUp() bool {
+	if x != nil {
+		return x.CatchUp
+	}
+	return false
 }
 
 // ListCronEntriesResponse lists cron entries by file name.
@@ -2009,9 +2018,15 @@ type GetStatusResponse struct {
 	// Workers with an open session.
 	WorkersConnected int32 `protobuf:"varint,8,opt,name=workers_connected,json=workersConnected,proto3" json:"workers_connected,omitempty"`
 	// Controller version.
-	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	// A daemon serves the project: it processes the inbox as messages arrive
+	// and fires .decree/cron/ (decreectl daemon, decree-controller).
+	Daemon bool `protobuf:"varint,10,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	// Set while the running message waits for an AI tool's usage limit to
+	// reset.
+	UsageLimitWait *UsageLimitWait `protobuf:"bytes,11,opt,name=usage_limit_wait,json=usageLimitWait,proto3" json:"usage_limit_wait,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -2105,6 +2120,20 @@ func (x *GetStatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *GetStatusResponse) GetDaemon() bool {
+	if x != nil {
+		return x.Daemon
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetUsageLimitWait() *UsageLimitWait {
+	if x != nil {
+		return x.UsageLimitWait
+	}
+	return nil
 }
 
 // CheckRoutinesRequest says which pre-checks to run. The selections add up;
@@ -2497,7 +2526,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"-\n" +
 	"\x15RevertMessageResponse\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"\x18\n" +
-	"\x16ListCronEntriesRequest\"\xf6\x01\n" +
+	"\x16ListCronEntriesRequest\"\x91\x02\n" +
 	"\tCronEntry\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x1a\n" +
 	"\bschedule\x18\x02 \x01(\tR\bschedule\x12\x18\n" +
@@ -2505,7 +2534,8 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\ttime_zone\x18\x04 \x01(\tR\btimeZone\x125\n" +
 	"\blast_run\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\alastRun\x125\n" +
 	"\bnext_run\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\anextRun\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error\"I\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x19\n" +
+	"\bcatch_up\x18\b \x01(\bR\acatchUp\"I\n" +
 	"\x17ListCronEntriesResponse\x12.\n" +
 	"\aentries\x18\x01 \x03(\v2\x14.decree.v1.CronEntryR\aentries\"\x14\n" +
 	"\x12ListWorkersRequest\"\x90\x03\n" +
@@ -2525,7 +2555,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\xcf\x02\n" +
+	"\x10GetStatusRequest\"\xac\x03\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -2536,7 +2566,10 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x14migrations_processed\x18\x06 \x01(\x05R\x13migrationsProcessed\x12-\n" +
 	"\x12migrations_pending\x18\a \x01(\x05R\x11migrationsPending\x12+\n" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion\"\x82\x01\n" +
+	"\aversion\x18\t \x01(\tR\aversion\x12\x16\n" +
+	"\x06daemon\x18\n" +
+	" \x01(\bR\x06daemon\x12C\n" +
+	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait\"\x82\x01\n" +
 	"\x14CheckRoutinesRequest\x12\x1a\n" +
 	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
 	"\vall_enabled\x18\x02 \x01(\bR\n" +
@@ -2644,6 +2677,7 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*RunInfo)(nil),                    // 48: decree.v1.RunInfo
 	(*RoutineInfo)(nil),                // 49: decree.v1.RoutineInfo
 	(*timestamppb.Timestamp)(nil),      // 50: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),             // 51: decree.v1.UsageLimitWait
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
 	43, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
@@ -2666,51 +2700,52 @@ var file_decree_v1_controller_proto_depIdxs = []int32{
 	50, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	33, // 18: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
 	44, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	38, // 20: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	50, // 21: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 22: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 23: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	5,  // 24: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	7,  // 25: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	9,  // 26: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	11, // 27: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	13, // 28: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	15, // 29: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	17, // 30: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	19, // 31: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	21, // 32: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	23, // 33: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	25, // 34: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	27, // 35: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	29, // 36: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	32, // 37: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	35, // 38: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	37, // 39: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	40, // 40: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	1,  // 41: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 42: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	6,  // 43: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	8,  // 44: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	10, // 45: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	12, // 46: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	14, // 47: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	16, // 48: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	18, // 49: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	20, // 50: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	22, // 51: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	24, // 52: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	26, // 53: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	28, // 54: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	31, // 55: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	34, // 56: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	36, // 57: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	39, // 58: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	41, // 59: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	41, // [41:60] is the sub-list for method output_type
-	22, // [22:41] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	51, // 20: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	38, // 21: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	50, // 22: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 23: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 24: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	5,  // 25: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	7,  // 26: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	9,  // 27: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	11, // 28: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	13, // 29: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	15, // 30: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	17, // 31: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	19, // 32: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	21, // 33: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	23, // 34: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	25, // 35: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	27, // 36: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	29, // 37: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	32, // 38: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	35, // 39: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	37, // 40: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	40, // 41: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 42: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 43: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	6,  // 44: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	8,  // 45: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	10, // 46: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	12, // 47: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	14, // 48: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	16, // 49: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	18, // 50: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	20, // 51: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	22, // 52: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	24, // 53: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	26, // 54: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	28, // 55: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	31, // 56: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	34, // 57: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	36, // 58: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	39, // 59: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	41, // 60: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	42, // [42:61] is the sub-list for method output_type
+	23, // [23:42] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
