@@ -143,7 +143,8 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, Attempt: int32(n), MaxAttempts: int32(max),
 		MessageId: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
 		MessageDir: path.Join(store.DecreeDir, store.RunsDir, e.ID), NotebookEngine: cfg.NotebookEngine,
-		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
+		Tree: cfg.Tree.Proto(),
+		Env:  map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
 	if settings.TimeoutS > 0 {
 		a.Timeout = durationpb.New(time.Duration(settings.TimeoutS) * time.Second)
