@@ -387,11 +387,11 @@ func TestFindObject(t *testing.T) {
 	for out, want := range map[string]string{
 		`{"answer": "Yes"}`: "Yes",
 		"Sure.\n```json\n{\"choices\": [\"a\"], \"answer\": \"No\", \"reasons\": [\"x {y}\"]}\n```\nBye": "No",
-		`{"answer": "first"} then {"answer": "second"}`:                    "second",
-		`{"answer": "real", "nested": {"a": 1}} {"unrelated": true}`:        "real",
-		`{"answer": 7}`:                    "7",
-		`no json here`:                     "",
-		`{"answer": "cut off`:              "",
+		`{"answer": "first"} then {"answer": "second"}`:                                                  "second",
+		`{"answer": "real", "nested": {"a": 1}} {"unrelated": true}`:                                     "real",
+		`{"answer": 7}`:                     "7",
+		`no json here`:                      "",
+		`{"answer": "cut off`:               "",
 		`{ "answer" : "spaced" , "x": [] }`: "spaced",
 	} {
 		d, err := ParseDecision(out)
