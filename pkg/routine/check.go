@@ -5,16 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/decreehq/decree/pkg/tree"
 )
 
 // Check reads the routine file and rejects what no attempt could run: a
 // shell script with CRLF line endings or NUL bytes, a notebook that is not
 // nbformat 4 JSON. The pipeline calls it before the first attempt, so such
 // a routine dead-letters the message at once instead of failing every
-// retry; the drivers check again when they start. Decision trees are left
-// to their driver.
+// retry; the drivers check again when they start. A decision tree is
+// read and linted by pkg/tree (its CLI codenames are checked by the tree
+// driver, which has the project's tree: settings).
 func (r Routine) Check() error {
 	if r.Format == FormatTree {
+		if _, err := tree.Lint(r.Path); err != nil {
+			return fmt.Errorf("routine %s (%s): %w", r.Name, r.Path, err)
+		}
 		return nil
 	}
 	b, err := r.read()

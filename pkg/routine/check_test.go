@@ -21,7 +21,11 @@ func TestCheck(t *testing.T) {
 		{"torn notebook", "a.ipynb", `{"cells": [`, FormatNotebook, "not a valid notebook"},
 		{"not a notebook", "a.ipynb", `{"hello": 1}`, FormatNotebook, `no "cells" list`},
 		{"nbformat 3", "a.ipynb", `{"nbformat": 3, "cells": []}`, FormatNotebook, "too old"},
-		{"tree is its driver's business", "a.tree.csv", "anything", FormatTree, ""},
+		{"tree", "a.tree.csv", "Id,Name,Line Source,Line Destination,Text Area 1\n1,Process,,,Do it\n", FormatTree, ""},
+		{"tree with an unknown codename (the driver checks those)", "a.tree.csv", "Id,Name,Line Source,Line Destination,Text Area 1,cli\n1,Process,,,Do it,MINE\n", FormatTree, ""},
+		{"not a tree", "a.tree.csv", "anything", FormatTree, "missing column(s) Id, Name"},
+		{"tree with a cycle", "a.tree.json", `{"pages":[{"items":{"shapes":[{"id":"a","textAreas":[{"text":"x"}]},{"id":"b","textAreas":[{"text":"y"}]}],
+			"lines":[{"id":"l1","endpoint1":{"connectedTo":"a"},"endpoint2":{"connectedTo":"b"}},{"id":"l2","endpoint1":{"connectedTo":"b"},"endpoint2":{"connectedTo":"a"}}]}}]}`, FormatTree, "the lines form a cycle"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -138,11 +138,15 @@ func (n *Node) meta(key string) (string, bool) {
 // Compile checks doc's shape (root, cycles, routes, prompts) and applies
 // settings to every node. It reports every problem at once as an *Error.
 func Compile(doc *Document, settings config.TreeSettings) (*Tree, error) {
+	return compile(doc, settings, true)
+}
+
+func compile(doc *Document, settings config.TreeSettings, strictCodes bool) (*Tree, error) {
 	ps := &problems{file: doc.File, list: append([]Problem(nil), doc.problems...)}
 	t := &Tree{Doc: doc, Settings: settings}
 	steps := map[*Node]*Step{}
 	for _, n := range doc.Nodes {
-		s := compileStep(n, settings, ps)
+		s := compileStep(n, settings, strictCodes, ps)
 		steps[n] = s
 		t.Steps = append(t.Steps, s)
 	}
@@ -200,7 +204,7 @@ func kindOf(n *Node) Kind {
 	return KindProcess
 }
 
-func compileStep(n *Node, set config.TreeSettings, ps *problems) *Step {
+func compileStep(n *Node, set config.TreeSettings, strictCodes bool, ps *problems) *Step {
 	s := &Step{Node: n, Kind: kindOf(n), Prompt: n.Text, CLI: set.DefaultCLI, ValidateCLI: set.ValidateCLI,
 		RetryCLI: set.RetryCLI, Retries: set.RetryCount, Timeout: time.Duration(set.TimeoutS) * time.Second}
 	where := n.Label()
@@ -250,6 +254,9 @@ func compileStep(n *Node, set config.TreeSettings, ps *problems) *Step {
 		}
 		code := strings.ToUpper(strings.TrimSpace(v))
 		if _, known := set.CLIs[code]; !known {
+			if !strictCodes {
+				return
+			}
 			ps.add(where, "metadata %s: unknown CLI codename %q; known: %s (add others under tree.clis in .decree/config.yml)", label, v, strings.Join(codenames(set), ", "))
 			return
 		}

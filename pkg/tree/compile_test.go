@@ -2,6 +2,7 @@ package tree
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func chart(rows ...string) chartBytes {
 	return chartBytes(header + "\n1,Document,,,,,,,Test chart,\n2,Page,,,,,,,Page 1,\n" + strings.Join(rows, "\n") + "\n")
 }
 
-func compile(t *testing.T, data []byte) (*Tree, error) {
+func compileCSV(t *testing.T, data []byte) (*Tree, error) {
 	t.Helper()
 	doc, err := Parse("t.tree.csv", data)
 	if err != nil {
@@ -28,7 +29,7 @@ func compile(t *testing.T, data []byte) (*Tree, error) {
 
 func mustCompile(t *testing.T, data []byte) *Tree {
 	t.Helper()
-	tr, err := compile(t, data)
+	tr, err := compileCSV(t, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := compile(t, c.data)
+			_, err := compileCSV(t, c.data)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -251,5 +252,25 @@ func TestMatch(t *testing.T) {
 		if got != want {
 			t.Errorf("Match(%q) = %q, want %q", answer, got, want)
 		}
+	}
+}
+
+// TestLintAndDescribe: Lint accepts codenames the project may configure,
+// Describe summarises.
+func TestLintAndDescribe(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/x.tree.csv"
+	if err := os.WriteFile(p, chart("3,Process,,,,,,,Write a poem about {{message}},").withColumn("cli", "MINE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lint(p); err != nil {
+		t.Errorf("Lint: %v", err)
+	}
+	if _, err := Load(p, config.Default().Tree); err == nil || !strings.Contains(err.Error(), `unknown CLI codename "MINE"`) {
+		t.Errorf("Load: %v", err)
+	}
+	d, err := Describe(p)
+	if want := `Decision tree "Test chart" (1 nodes, 0 decisions), starting with: Write a poem about {{message}}`; err != nil || d != want {
+		t.Errorf("Describe = %q, %v; want %q", d, err, want)
 	}
 }

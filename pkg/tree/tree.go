@@ -161,3 +161,48 @@ func Load(path string, settings config.TreeSettings) (*Tree, error) {
 	}
 	return Compile(doc, settings)
 }
+
+// Lint reads and checks the tree file at path without a project's
+// settings: everything Compile checks except whether CLI codenames are
+// configured (the driver checks those with the project's tree: section).
+func Lint(path string) (*Tree, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read decision tree: %w", err)
+	}
+	doc, err := Parse(filepath.Base(path), data)
+	if err != nil {
+		return nil, err
+	}
+	return compile(doc, config.Default().Tree, false)
+}
+
+// Describe summarises the tree file at path for routine listings and the
+// router: its title, size and first prompt.
+func Describe(path string) (string, error) {
+	t, err := Lint(path)
+	if err != nil {
+		return "", err
+	}
+	decisions := 0
+	var first string
+	for _, s := range t.Steps {
+		if s.Kind == KindDecision {
+			decisions++
+		}
+	}
+	for s := t.Root; s != nil && first == ""; {
+		if s.Kind == KindProcess || s.Kind == KindDecision {
+			first = s.Text
+		} else if len(s.Routes) > 0 {
+			s = s.Routes[0].To
+		} else {
+			s = nil
+		}
+	}
+	title := t.Doc.Title
+	if title == "" {
+		title = strings.TrimSuffix(t.Doc.File, filepath.Ext(t.Doc.File))
+	}
+	return fmt.Sprintf("Decision tree %q (%d nodes, %d decisions), starting with: %s", title, len(t.Steps), decisions, Abbrev(first, 120)), nil
+}
