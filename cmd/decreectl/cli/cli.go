@@ -147,6 +147,7 @@ func newRoot(g *globals) *cobra.Command {
 		newRoutinesCmd(g),
 		newWorkersCmd(g),
 		newRoutineSyncCmd(g),
+		newTreeCmd(g),
 	)
 	return root
 }
