@@ -212,7 +212,9 @@ esac`)
 		t.Errorf("run.json %+v", rj)
 	}
 	contains(t, "routine.log", p.read(".decree/runs/"+id+"/routine.log"), "CLI STANDIN (run) timed out after 1s; its process group was killed")
-	contains(t, "tree.log", p.read(".decree/runs/"+id+"/tree.log"), "attempt 2")
+	contains(t, "tree.log", p.read(".decree/runs/"+id+"/tree.log"), "attempt 1, started")
+	contains(t, "second attempt's tree log", p.read(".decree/runs/"+id+"/tree.try-002.log"), "attempt 2, started")
+	contains(t, "second attempt's tree.json", p.read(".decree/runs/"+id+"/tree.try-002.json"), `"status": "failed"`)
 	b, err := os.ReadFile(p.dir + "-calls.pids")
 	if err != nil {
 		t.Fatal(err)

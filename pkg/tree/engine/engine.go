@@ -4,7 +4,7 @@
 // at a step with no outgoing line. It streams what happens to Output and
 // leaves tree.json (the chart, every step run with its response,
 // validation and retries) and tree.log (every CLI call with its prompt and
-// output) in the run directory.
+// output) in the run directory (tree.try-00N.json and .log for attempt N).
 //
 // # Steps
 //
@@ -49,11 +49,24 @@ import (
 	"github.com/decreehq/decree/pkg/tree"
 )
 
-// Artifacts in the run directory.
+// Artifacts in the run directory, for attempt 1; attempt N writes
+// tree.try-00N.json and tree.try-00N.log, as decree names the routine logs
+// of later attempts (see ArtifactName).
 const (
 	ReportFile = "tree.json"
 	LogFile    = "tree.log"
 )
+
+// ArtifactName is the name of an artifact (ReportFile or LogFile) for an
+// attempt: tree.json for attempt 1 (or 0, outside decree), tree.try-002.json
+// for attempt 2, and so on.
+func ArtifactName(name string, attempt int) string {
+	if attempt <= 1 {
+		return name
+	}
+	ext := filepath.Ext(name)
+	return fmt.Sprintf("%s.try-%03d%s", strings.TrimSuffix(name, ext), attempt, ext)
+}
 
 // Options configure one run.
 type Options struct {

@@ -404,3 +404,14 @@ func TestFindObject(t *testing.T) {
 		t.Errorf("lenient process parse: %+v %v", p, err)
 	}
 }
+
+func TestArtifactName(t *testing.T) {
+	for attempt, want := range map[int]string{0: "tree.json", 1: "tree.json", 2: "tree.try-002.json", 12: "tree.try-012.json"} {
+		if got := ArtifactName(ReportFile, attempt); got != want {
+			t.Errorf("attempt %d: %s, want %s", attempt, got, want)
+		}
+	}
+	if got := ArtifactName(LogFile, 3); got != "tree.try-003.log" {
+		t.Errorf("log: %s", got)
+	}
+}

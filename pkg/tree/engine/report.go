@@ -42,15 +42,14 @@ type NodeReport struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// open starts tree.log (appended to: each attempt adds its section) and
-// tree.json.
+// open starts the attempt's log and report.
 func (r *runner) open() error {
 	r.report = Report{Chart: r.o.Tree.Doc.Title, Routine: r.o.Routine, File: r.o.Tree.Doc.File, Attempt: r.o.Attempt,
 		Status: "running", Started: time.Now().UTC(), Nodes: []NodeReport{}}
 	if r.o.RunDir == "" {
 		return nil
 	}
-	f, err := os.OpenFile(filepath.Join(r.o.RunDir, LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(filepath.Join(r.o.RunDir, ArtifactName(LogFile, r.o.Attempt)), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("open the tree log: %w", err)
 	}
@@ -93,5 +92,5 @@ func (r *runner) save() error {
 		return fmt.Errorf("encode %s: %w", ReportFile, err)
 	}
 	// Rewritten after every step: a crash leaves the previous version.
-	return fsutil.ReplaceFile(filepath.Join(r.o.RunDir, ReportFile), append(b, '\n'), 0o644)
+	return fsutil.ReplaceFile(filepath.Join(r.o.RunDir, ArtifactName(ReportFile, r.o.Attempt)), append(b, '\n'), 0o644)
 }
