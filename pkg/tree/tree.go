@@ -151,26 +151,27 @@ func Parse(name string, data []byte) (*Document, error) {
 
 // Load reads the tree file at path and compiles it with settings.
 func Load(path string, settings config.TreeSettings) (*Tree, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read decision tree: %w", err)
-	}
-	doc, err := Parse(filepath.Base(path), data)
+	doc, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return Compile(doc, settings)
 }
 
-// Lint reads and checks the tree file at path without a project's
-// settings: everything Compile checks except whether CLI codenames are
-// configured (the driver checks those with the project's tree: section).
-func Lint(path string) (*Tree, error) {
+// readFile reads and parses the tree file at path.
+func readFile(path string) (*Document, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read decision tree: %w", err)
 	}
-	doc, err := Parse(filepath.Base(path), data)
+	return Parse(filepath.Base(path), data)
+}
+
+// Lint reads and checks the tree file at path without a project's
+// settings: everything Compile checks except whether CLI codenames are
+// configured (the driver checks those with the project's tree: section).
+func Lint(path string) (*Tree, error) {
+	doc, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
