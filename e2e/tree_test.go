@@ -176,7 +176,7 @@ func treeRun(t *testing.T, m mode) {
 
 	r = p.ctl("", "routines")
 	mustCode(t, r, 0)
-	if !regexp.MustCompile(`(?m)^pets +tree +tree +true +- +Decision tree "Pets" \(6 nodes, 1 decisions\), starting with: Create cats.txt`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^pets +tree +tree +true +- +Decision tree "Pets" \(6 nodes, 1 decision\), starting with: Create cats.txt`).MatchString(r.stdout) {
 		t.Errorf("routines listing:\n%s", r.stdout)
 	}
 }

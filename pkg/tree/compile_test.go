@@ -270,7 +270,7 @@ func TestLintAndDescribe(t *testing.T) {
 		t.Errorf("Load: %v", err)
 	}
 	d, err := Describe(p)
-	if want := `Decision tree "Test chart" (1 nodes, 0 decisions), starting with: Write a poem about {{message}}`; err != nil || d != want {
+	if want := `Decision tree "Test chart" (1 node, 0 decisions), starting with: Write a poem about {{message}}`; err != nil || d != want {
 		t.Errorf("Describe = %q, %v; want %q", d, err, want)
 	}
 }

@@ -205,5 +205,13 @@ func Describe(path string) (string, error) {
 	if title == "" {
 		title = strings.TrimSuffix(t.Doc.File, filepath.Ext(t.Doc.File))
 	}
-	return fmt.Sprintf("Decision tree %q (%d nodes, %d decisions), starting with: %s", title, len(t.Steps), decisions, Abbrev(first, 120)), nil
+	return fmt.Sprintf("Decision tree %q (%s, %s), starting with: %s", title, count(len(t.Steps), "node"), count(decisions, "decision"), Abbrev(first, 120)), nil
+}
+
+// count is "1 node", "2 nodes".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
