@@ -263,6 +263,13 @@ func treeInvalid(t *testing.T, m mode) {
 	contains(t, "dead note", note, "reason: InvalidRoutine")
 	contains(t, "dead note", note, "line 15 (row 16): the line's destination 99 is not a shape of this chart")
 	contains(t, "dead note", note, "an End terminator cannot have outgoing lines")
+	// A codename neither built in nor under tree.clis: the same at once.
+	p.write(".decree/routines/codes.tree.csv", "Id,Name,Line Source,Line Destination,Text Area 1,cli\n3,Process,,,Do it,CHATGPT\n")
+	r = p.ctl("", "run", "-m", "bad2", "-p", "x", "-v", "routine=codes")
+	mustCode(t, r, 1)
+	note = p.read(".decree/inbox/dead/bad2.md.dead.txt")
+	contains(t, "dead note", note, "reason: InvalidRoutine")
+	contains(t, "dead note", note, `node 3 (row 2) "Do it": metadata cli: unknown CLI codename "CHATGPT"; known: AIDER, CLAUDE, COPILOT, CURSOR, GEMINI, QODO, STANDIN, STANDIN-RETRY`)
 	if names := callNames(t, calls); len(names) != 0 {
 		t.Errorf("CLI calls %v", names)
 	}

@@ -22,7 +22,7 @@ func Library(root string, cfg *config.Config) routine.Library {
 	if shared != "" && !filepath.IsAbs(shared) {
 		shared = filepath.Join(root, shared)
 	}
-	return routine.Library{Dir: filepath.Join(root, store.DecreeDir, "routines"), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
+	return routine.Library{Dir: filepath.Join(root, store.DecreeDir, "routines"), SharedDir: shared, NotebookSupport: cfg.NotebookSupport, Tree: &cfg.Tree}
 }
 
 // chooseRoutine picks a message's routine: its own routine field, else the

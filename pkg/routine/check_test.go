@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/decreehq/decree/pkg/config"
 )
 
 func TestCheck(t *testing.T) {
@@ -44,5 +46,29 @@ func TestCheck(t *testing.T) {
 	}
 	if err := (Routine{Name: "gone", Path: filepath.Join(t.TempDir(), "gone.sh"), Format: FormatShell}).Check(); err == nil {
 		t.Error("Check of a missing file succeeded")
+	}
+}
+
+// TestCheckTreeWithSettings: with the project's tree: settings, an
+// unknown CLI codename is a problem; a codename added there is not.
+func TestCheckTreeWithSettings(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.tree.csv")
+	if err := os.WriteFile(p, []byte("Id,Name,Line Source,Line Destination,Text Area 1,cli\n1,Process,,,Do it,MINE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set := config.Default().Tree
+	err := Routine{Name: "a", Path: p, Format: FormatTree, Tree: &set}.Check()
+	if err == nil || !strings.Contains(err.Error(), `unknown CLI codename "MINE"`) {
+		t.Errorf("Check = %v", err)
+	}
+	set.CLIs["MINE"] = "mine <prompt>"
+	lib := Library{Dir: dir, Tree: &set}
+	r, err := lib.Resolve("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(); err != nil {
+		t.Errorf("Check with MINE configured = %v", err)
 	}
 }

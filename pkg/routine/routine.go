@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/decreehq/decree/pkg/config"
 )
 
 // Format is the kind of a routine file.
@@ -63,6 +65,9 @@ type Routine struct {
 	// Shared is true when the file comes from routine_source rather than
 	// the project's .decree/routines/.
 	Shared bool
+	// Tree is the project's tree: settings, from Library.Tree; Check of a
+	// decision tree then also checks its CLI codenames.
+	Tree *config.TreeSettings
 }
 
 // Entry is one line of a routine listing: a stem with the format that
