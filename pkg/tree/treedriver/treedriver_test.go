@@ -14,6 +14,7 @@ import (
 
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/driver"
+	"github.com/decreehq/decree/pkg/supervisor"
 	"github.com/decreehq/decree/pkg/tree/engine"
 )
 
@@ -147,5 +148,33 @@ func TestAttemptTimeout(t *testing.T) {
 	res, err := driver.Run(context.Background(), New(), cfg, &bytes.Buffer{})
 	if err != nil || !res.TimedOut {
 		t.Fatalf("result %+v, err %v", res, err)
+	}
+}
+
+// TestLeaseFence: when the attempt's lease deadline passes without
+// renewal, the supervisor kills the engine and every CLI it started.
+func TestLeaseFence(t *testing.T) {
+	dir, settings := project(t, "")
+	pidFile := filepath.Join(dir, "cli.pid")
+	if err := os.WriteFile(filepath.Join(dir, "ai.sh"), []byte("#!/usr/bin/env bash\necho $$ > "+pidFile+"\nsleep 300\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := task(dir, settings)
+	cfg.Fence = &supervisor.Fence{Lease: supervisor.NewLease(time.Now().Add(2 * time.Second))}
+	start := time.Now()
+	res, err := driver.Run(context.Background(), New(), cfg, &bytes.Buffer{})
+	if err != nil || res.Success() {
+		t.Fatalf("result %+v, err %v", res, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the lease deadline took %s to end the tree", d)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("the CLI %d outlived the lease", pid)
 	}
 }
