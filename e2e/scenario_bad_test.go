@@ -87,17 +87,23 @@ func badNoCapableWorker(t *testing.T, m mode) {
 	p.write(".decree/routines/decide.tree.csv", "question,yes,no\n")
 	p.routine("gpu-job", "", `echo ran > ran.txt`)
 	cases := []struct {
-		name, routine string
-		want          []string
+		name, routine, reason string
+		want                  []string
 	}{
-		{"t", "decide", []string{`no connected worker offers driver "tree"`, "decree-driver-tree", ".decree/drivers/"}},
-		{"g", "gpu-job", []string{"has the labels gpu=yes", "routines.gpu-job.requires"}},
+		{"t", "decide", "NoCapableWorker", []string{`no connected worker offers driver "tree"`, "decree-driver-tree", ".decree/drivers/"}},
+		{"g", "gpu-job", "NoCapableWorker", []string{"has the labels gpu=yes", "routines.gpu-job.requires"}},
+	}
+	if m == binary {
+		// The built decreectl has decree-driver-tree beside it (as `make
+		// build` lays them out): the tree can run, but this one is no
+		// Lucid export, so it is dead-lettered as invalid at once.
+		cases[0].reason, cases[0].want = "InvalidRoutine", []string{"decide.tree.csv", "missing column(s) Id, Name"}
 	}
 	for _, c := range cases {
 		r := p.ctl("", "run", "-m", c.name, "-p", "x", "-v", "routine="+c.routine)
 		mustCode(t, r, 1)
 		note := p.read(".decree/inbox/dead/" + c.name + ".md.dead.txt")
-		contains(t, "dead note", note, "reason: NoCapableWorker")
+		contains(t, "dead note", note, "reason: "+c.reason)
 		for _, w := range c.want {
 			contains(t, "dead note", note, w)
 		}

@@ -209,11 +209,11 @@ echo "second try"`)
 	mustCode(t, r, 0)
 	contains(t, "routines", r.stdout, "target_branch=main base_dir=(computed)")
 	// A routine file that cannot run says why.
-	if !regexp.MustCompile(`(?m)^crlf +shell +true +- +CANNOT RUN: routine crlf \(.*\) has Windows \(CRLF\) line endings \(first at line 1\)$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^crlf +shell +shell +true +- +CANNOT RUN: routine crlf \(.*\) has Windows \(CRLF\) line endings \(first at line 1\)$`).MatchString(r.stdout) {
 		t.Errorf("routines table does not flag the CRLF script:\n%s", r.stdout)
 	}
 	// A notebook's markdown heading is shown without its #s.
-	if !regexp.MustCompile(`(?m)^review +notebook +true +reviewer=bob +Reviews a change$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^review +notebook +notebook +true +reviewer=bob +Reviews a change$`).MatchString(r.stdout) {
 		t.Errorf("routines table lacks the notebook row:\n%s", r.stdout)
 	}
 

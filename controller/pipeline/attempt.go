@@ -143,7 +143,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 	a := &lease.Work{
 		Kind: lease.WorkRoutine, Attempt: n, MaxAttempts: max,
 		MessageID: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
-		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine,
+		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine, Tree: &cfg.Tree,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
 	resumeEnv(run, n, a.Env)

@@ -30,7 +30,7 @@ func Require(t testing.TB, name string) string {
 }
 
 // Commands are decree's programs, as module-relative package directories.
-var Commands = []string{"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker"}
+var Commands = []string{"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker", "./cmd/decree-driver-tree"}
 
 var (
 	buildOnce sync.Once
@@ -39,7 +39,8 @@ var (
 )
 
 // Binaries builds decree's commands once per test binary and returns the
-// directory holding decreectl, decree-controller and decree-worker. Call
+// directory holding decreectl, decree-controller, decree-worker and the
+// decree-driver-tree plugin beside them (as `make build` lays them out). Call
 // Cleanup from TestMain to remove it.
 func Binaries(t testing.TB) string {
 	t.Helper()

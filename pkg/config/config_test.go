@@ -354,3 +354,17 @@ func TestLocationNamesTheMachineZone(t *testing.T) {
 		t.Fatalf("zone = %q, want the IANA name from $TZ", loc.String())
 	}
 }
+
+func TestTreeSettingsWireRoundTrip(t *testing.T) {
+	c, _, err := Parse("config.yml", []byte("tree:\n  default_cli: gemini\n  retry_count: 0\n  timeout_s: 7\n  clis:\n    mine: m <prompt>\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := TreeSettingsFromProto(c.Tree.Proto())
+	if !reflect.DeepEqual(got, c.Tree) {
+		t.Errorf("round trip: got %+v, want %+v", got, c.Tree)
+	}
+	if d := TreeSettingsFromProto(nil); !reflect.DeepEqual(d, Default().Tree) {
+		t.Errorf("nil settings: got %+v, want the defaults", d)
+	}
+}

@@ -31,6 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/decreehq/decree/pkg/config"
 )
 
 // Format is the kind of a routine file.
@@ -71,6 +73,9 @@ type Routine struct {
 	// Builtin is true for a routine decree ships (see Builtins), found
 	// because no file of its name exists.
 	Builtin bool
+	// Tree is the project's tree: settings, from Library.Tree; Check of a
+	// decision tree then also checks its CLI codenames.
+	Tree *config.TreeSettings
 }
 
 // Entry is one line of a routine listing: a stem with the format that

@@ -151,6 +151,7 @@ func newRoot(g *globals) *cobra.Command {
 		newSkillCmd(g),
 		newCronCmd(g),
 		newDaemonCmd(g),
+		newTreeCmd(g),
 	)
 	return root
 }

@@ -207,7 +207,7 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.printJSON(resp)
 			}
-			w := g.table("NAME", "FORMAT", "ENABLED", "PARAMETERS", "DESCRIPTION")
+			w := g.table("NAME", "FORMAT", "DRIVER", "ENABLED", "PARAMETERS", "DESCRIPTION")
 			for _, r := range resp.GetRoutines() {
 				var params []string
 				for _, p := range r.GetParameters() {
@@ -232,7 +232,7 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 				if r.GetShared() {
 					format += " (shared)"
 				}
-				row(w, r.GetName(), format, r.GetEnabled(), orDash(strings.Join(params, " ")), desc)
+				row(w, r.GetName(), format, orDash(r.GetDriver()), r.GetEnabled(), orDash(strings.Join(params, " ")), desc)
 			}
 			return w.Flush()
 		}),

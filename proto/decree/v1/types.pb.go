@@ -1200,6 +1200,98 @@ func (x *Parameter) GetHasDefault() bool {
 	return false
 }
 
+// TreeSettings are the decision-tree driver's settings, the tree: section
+// of config.yml. A routine of another format ignores them.
+type TreeSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Codename of the CLI that runs nodes naming none (e.g. "CLAUDE").
+	DefaultCli string `protobuf:"bytes,1,opt,name=default_cli,json=defaultCli,proto3" json:"default_cli,omitempty"`
+	// Codename of the CLI that validates node answers.
+	ValidateCli string `protobuf:"bytes,2,opt,name=validate_cli,json=validateCli,proto3" json:"validate_cli,omitempty"`
+	// Codename of the CLI that retries a node after a failed validation.
+	RetryCli string `protobuf:"bytes,3,opt,name=retry_cli,json=retryCli,proto3" json:"retry_cli,omitempty"`
+	// Retries per node after a failed validation; 0 disables them.
+	RetryCount int32 `protobuf:"varint,4,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	// Cap on one CLI call, in seconds, for nodes that set no timeout.
+	TimeoutS int32 `protobuf:"varint,5,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"`
+	// Codename (upper case) -> command template containing <prompt>.
+	Clis          map[string]string `protobuf:"bytes,6,rep,name=clis,proto3" json:"clis,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeSettings) Reset() {
+	*x = TreeSettings{}
+	mi := &file_decree_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeSettings) ProtoMessage() {}
+
+func (x *TreeSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeSettings.ProtoReflect.Descriptor instead.
+func (*TreeSettings) Descriptor() ([]byte, []int) {
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TreeSettings) GetDefaultCli() string {
+	if x != nil {
+		return x.DefaultCli
+	}
+	return ""
+}
+
+func (x *TreeSettings) GetValidateCli() string {
+	if x != nil {
+		return x.ValidateCli
+	}
+	return ""
+}
+
+func (x *TreeSettings) GetRetryCli() string {
+	if x != nil {
+		return x.RetryCli
+	}
+	return ""
+}
+
+func (x *TreeSettings) GetRetryCount() int32 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+func (x *TreeSettings) GetTimeoutS() int32 {
+	if x != nil {
+		return x.TimeoutS
+	}
+	return 0
+}
+
+func (x *TreeSettings) GetClis() map[string]string {
+	if x != nil {
+		return x.Clis
+	}
+	return nil
+}
+
 // RoutineInfo describes a routine.
 type RoutineInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1233,7 +1325,7 @@ type RoutineInfo struct {
 
 func (x *RoutineInfo) Reset() {
 	*x = RoutineInfo{}
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1337,7 @@ func (x *RoutineInfo) String() string {
 func (*RoutineInfo) ProtoMessage() {}
 
 func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1350,7 @@ func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutineInfo.ProtoReflect.Descriptor instead.
 func (*RoutineInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RoutineInfo) GetName() string {
@@ -1357,7 +1449,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1461,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1474,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -1439,7 +1531,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_decree_v1_types_proto_msgTypes[10]
+	mi := &file_decree_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1543,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[10]
+	mi := &file_decree_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1556,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExitStatus) GetExitCode() int32 {
@@ -1587,7 +1679,19 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\rdefault_value\x18\x02 \x01(\tR\fdefaultValue\x12\x1a\n" +
 	"\bstandard\x18\x03 \x01(\bR\bstandard\x12\x1f\n" +
 	"\vhas_default\x18\x04 \x01(\bR\n" +
-	"hasDefault\"\x82\x03\n" +
+	"hasDefault\"\x9d\x02\n" +
+	"\fTreeSettings\x12\x1f\n" +
+	"\vdefault_cli\x18\x01 \x01(\tR\n" +
+	"defaultCli\x12!\n" +
+	"\fvalidate_cli\x18\x02 \x01(\tR\vvalidateCli\x12\x1b\n" +
+	"\tretry_cli\x18\x03 \x01(\tR\bretryCli\x12\x1f\n" +
+	"\vretry_count\x18\x04 \x01(\x05R\n" +
+	"retryCount\x12\x1b\n" +
+	"\ttimeout_s\x18\x05 \x01(\x05R\btimeoutS\x125\n" +
+	"\x04clis\x18\x06 \x03(\v2!.decree.v1.TreeSettings.ClisEntryR\x04clis\x1a7\n" +
+	"\tClisEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x03\n" +
 	"\vRoutineInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x18.decree.v1.RoutineFormatR\x06format\x12\x12\n" +
@@ -1670,7 +1774,7 @@ func file_decree_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_decree_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_decree_v1_types_proto_goTypes = []any{
 	(MessageState)(0),             // 0: decree.v1.MessageState
 	(MessageType)(0),              // 1: decree.v1.MessageType
@@ -1685,36 +1789,39 @@ var file_decree_v1_types_proto_goTypes = []any{
 	(*UsageLimitWait)(nil),        // 10: decree.v1.UsageLimitWait
 	(*LogChunk)(nil),              // 11: decree.v1.LogChunk
 	(*Parameter)(nil),             // 12: decree.v1.Parameter
-	(*RoutineInfo)(nil),           // 13: decree.v1.RoutineInfo
-	(*FileEntry)(nil),             // 14: decree.v1.FileEntry
-	(*ExitStatus)(nil),            // 15: decree.v1.ExitStatus
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*TreeSettings)(nil),          // 13: decree.v1.TreeSettings
+	(*RoutineInfo)(nil),           // 14: decree.v1.RoutineInfo
+	(*FileEntry)(nil),             // 15: decree.v1.FileEntry
+	(*ExitStatus)(nil),            // 16: decree.v1.ExitStatus
+	nil,                           // 17: decree.v1.TreeSettings.ClisEntry
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
 }
 var file_decree_v1_types_proto_depIdxs = []int32{
 	1,  // 0: decree.v1.MessageInfo.type:type_name -> decree.v1.MessageType
 	0,  // 1: decree.v1.MessageInfo.state:type_name -> decree.v1.MessageState
 	5,  // 2: decree.v1.MessageInfo.fields:type_name -> decree.v1.Field
-	16, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
-	16, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
+	18, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
+	18, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: decree.v1.RunInfo.outcome:type_name -> decree.v1.RunOutcome
-	16, // 6: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
-	16, // 7: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
-	17, // 8: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
+	18, // 6: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
+	18, // 7: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
+	19, // 8: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
 	7,  // 9: decree.v1.RunInfo.attempt_details:type_name -> decree.v1.AttemptInfo
-	16, // 10: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
+	18, // 10: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
 	3,  // 11: decree.v1.Event.kind:type_name -> decree.v1.EventKind
-	16, // 12: decree.v1.Event.until:type_name -> google.protobuf.Timestamp
-	16, // 13: decree.v1.UsageLimitWait.until:type_name -> google.protobuf.Timestamp
-	4,  // 14: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
-	12, // 15: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
-	4,  // 16: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
-	17, // 17: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 12: decree.v1.Event.until:type_name -> google.protobuf.Timestamp
+	18, // 13: decree.v1.UsageLimitWait.until:type_name -> google.protobuf.Timestamp
+	17, // 14: decree.v1.TreeSettings.clis:type_name -> decree.v1.TreeSettings.ClisEntry
+	4,  // 15: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
+	12, // 16: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
+	4,  // 17: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
+	19, // 18: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_types_proto_init() }
@@ -1728,7 +1835,7 @@ func file_decree_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_types_proto_rawDesc), len(file_decree_v1_types_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
