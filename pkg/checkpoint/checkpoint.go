@@ -74,7 +74,9 @@
 // Modes are git's: "644" (regular), "755" (owner-executable), "120000"
 // (symlink; "link" holds the target and sha256/size describe the target
 // text). Finer permission bits are not tracked; applying a change keeps a
-// file's other permission bits. Empty directories are not tracked, and
+// file's other permission bits, and a file Apply creates or restores gets
+// exactly 0644 or 0755. Verification after Apply checks those permission
+// bits too, so a file restored with permission 000 is an error. Empty directories are not tracked, and
 // directories a diff empties are removed (as git apply does).
 //
 // A Checkpointer serves one project: it owns that project's object store and
