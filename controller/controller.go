@@ -29,6 +29,7 @@ import (
 	"github.com/decreehq/decree/controller/rpc"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
+	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -170,9 +171,7 @@ func (c *Controller) open() error {
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
 		FixedWorkers: c.opts.FixedWorkers,
 	})
-	c.server = grpc.NewServer(append([]grpc.ServerOption{
-		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
-	}, c.opts.ServerOptions...)...)
+	c.server = grpc.NewServer(append(pauth.MessageSizeServerOptions(), c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
 		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Config: c.config, Version: Version,
 	}))

@@ -65,6 +65,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/driver/plugin"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	wbackoff "github.com/decreehq/decree/worker/backoff"
@@ -280,6 +281,7 @@ func newWorker(opts Options) (*worker, error) {
 	bp := opts.Backoff
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		pauth.MessageSizeDialOption(),
 		// Let the connection come back as fast as our own retries ask.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: bp.Cap(0), Multiplier: 2, Jitter: 0.2, MaxDelay: bp.Cap(1 << 10)},
