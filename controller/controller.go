@@ -51,6 +51,9 @@ type Options struct {
 	// LeaseTTL is how long a worker's lease lives without renewal
 	// (default 10s).
 	LeaseTTL time.Duration
+	// ForgetWorkersAfter is how long a worker that stopped heartbeating
+	// stays registered (lease.DefaultForgetAfter, 10 minutes, when zero).
+	ForgetWorkersAfter time.Duration
 	// Poll is how often an idle loop looks for files dropped into the
 	// inbox by hand (default 1s).
 	Poll time.Duration
@@ -147,7 +150,7 @@ func (c *Controller) open() error {
 		}
 		return p, os.MkdirAll(filepath.Dir(p), 0o755)
 	})
-	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, Logs: book, Logger: c.log,
+	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, ForgetAfter: c.opts.ForgetWorkersAfter, Logs: book, Logger: c.log,
 		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {
 		return err

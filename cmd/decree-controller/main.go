@@ -28,6 +28,7 @@ import (
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/controller/auth"
+	"github.com/decreehq/decree/controller/lease"
 )
 
 // Lease TTL bounds: below a second, heartbeats (a third of the TTL) would
@@ -54,6 +55,7 @@ func run() int {
 		project  = flag.String("project", ".", "project directory (the one holding .decree/)")
 		leaseTTL = flag.Duration("lease-ttl", 10*time.Second, "how long a worker's lease lives without a heartbeat; a worker silent this long loses its attempt (\"worker lost\") and the retry rules go on")
 		verbose  = flag.Bool("verbose", false, "log debug detail")
+		forget   = flag.Duration("forget-workers-after", lease.DefaultForgetAfter, "how long a worker that stopped heartbeating (and holds no lease) stays registered and listed by `decreectl workers`")
 	)
 	flag.Var(&listen, "listen", "also serve TCP on HOST:PORT (repeatable); needs TLS, or --insecure on loopback, and tokens")
 	flag.StringVar(&tcp.CertFile, "tls-cert", "", "TLS certificate (PEM) for --listen; re-read when the file changes")
@@ -81,7 +83,11 @@ func run() int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := serve(*project, *leaseTTL, tcp, log); err != nil {
+	if *forget < *leaseTTL {
+		fmt.Fprintf(os.Stderr, "decree-controller: --forget-workers-after %s is shorter than --lease-ttl %s; use at least the lease TTL\n", *forget, *leaseTTL)
+		return 2
+	}
+	if err := serve(*project, *leaseTTL, *forget, tcp, log); err != nil {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 1
 	}
@@ -95,7 +101,7 @@ func checkLeaseTTL(d time.Duration) error {
 	return nil
 }
 
-func serve(project string, leaseTTL time.Duration, tcp auth.Config, log *slog.Logger) error {
+func serve(project string, leaseTTL, forget time.Duration, tcp auth.Config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := auth.Limits()
@@ -108,7 +114,7 @@ func serve(project string, leaseTTL time.Duration, tcp auth.Config, log *slog.Lo
 		guard = g
 		opts = append(opts, g.ServerOptions()...)
 	}
-	c, err := controller.New(controller.Options{Root: project, Logger: log, LeaseTTL: leaseTTL, ServerOptions: opts})
+	c, err := controller.New(controller.Options{Root: project, Logger: log, LeaseTTL: leaseTTL, ForgetWorkersAfter: forget, ServerOptions: opts})
 	if err != nil {
 		return err
 	}
