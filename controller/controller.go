@@ -143,13 +143,13 @@ func (c *Controller) open() error {
 		return err
 	}
 	c.events = ev
-	book := logbook.New(func(k logbook.Key) (string, error) {
+	book := logbook.NewWithOptions(func(k logbook.Key) (string, error) {
 		p, err := st.LogPath(k.MessageID, k.Attempt, k.Stream)
 		if err != nil {
 			return "", err
 		}
 		return p, os.MkdirAll(filepath.Dir(p), 0o755)
-	})
+	}, logbook.Options{MaxBytes: c.maxLogBytes, Logger: c.log})
 	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, ForgetAfter: c.opts.ForgetWorkersAfter, Logs: book, Logger: c.log,
 		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {
@@ -183,6 +183,16 @@ func (c *Controller) open() error {
 	healthpb.RegisterHealthServer(c.server, c.health)
 	reflection.Register(c.server)
 	return nil
+}
+
+// maxLogBytes is max_log_bytes of the current configuration (the default
+// while the configuration does not load).
+func (c *Controller) maxLogBytes() uint64 {
+	cfg, err := c.config()
+	if err != nil || cfg.MaxLogBytes < 0 {
+		return config.DefaultMaxLogBytes
+	}
+	return uint64(cfg.MaxLogBytes)
 }
 
 // Version is the controller's version string.
