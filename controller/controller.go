@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -51,6 +52,11 @@ type Options struct {
 	// LeaseTTL is how long a worker's lease lives without renewal
 	// (default 10s).
 	LeaseTTL time.Duration
+	// MinFreeBytes is the free space below which processing pauses until
+	// space is freed (diskspace.DefaultMinFree, 64 MiB, when zero).
+	MinFreeBytes uint64
+	// DiskFree replaces statfs(2) when set (fault injection in tests).
+	DiskFree func(dir string) (uint64, error)
 	// ForgetWorkersAfter is how long a worker that stopped heartbeating
 	// stays registered (lease.DefaultForgetAfter, 10 minutes, when zero).
 	ForgetWorkersAfter time.Duration
@@ -173,6 +179,7 @@ func (c *Controller) open() error {
 		Store: st, Sched: sch, Events: ev, Leases: leases, Checkpoints: cp, Logs: book,
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
 		FixedWorkers: c.opts.FixedWorkers,
+		Disk:         diskspace.New(root, diskspace.Options{MinFree: c.opts.MinFreeBytes, Free: c.opts.DiskFree}),
 	})
 	c.server = grpc.NewServer(append(pauth.MessageSizeServerOptions(), c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{

@@ -28,6 +28,7 @@ import (
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/controller/auth"
+	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/lease"
 )
 
@@ -55,6 +56,7 @@ func run() int {
 		project  = flag.String("project", ".", "project directory (the one holding .decree/)")
 		leaseTTL = flag.Duration("lease-ttl", 10*time.Second, "how long a worker's lease lives without a heartbeat; a worker silent this long loses its attempt (\"worker lost\") and the retry rules go on")
 		verbose  = flag.Bool("verbose", false, "log debug detail")
+		minFree  = flag.Uint64("min-free-bytes", diskspace.DefaultMinFree, "pause processing while less than this many bytes are free on the project's disk (logged, a warning event, shown by `decreectl status`); it resumes by itself once space is freed")
 		forget   = flag.Duration("forget-workers-after", lease.DefaultForgetAfter, "how long a worker that stopped heartbeating (and holds no lease) stays registered and listed by `decreectl workers`")
 	)
 	flag.Var(&listen, "listen", "also serve TCP on HOST:PORT (repeatable); needs TLS, or --insecure on loopback, and tokens")
@@ -87,7 +89,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "decree-controller: --forget-workers-after %s is shorter than --lease-ttl %s; use at least the lease TTL\n", *forget, *leaseTTL)
 		return 2
 	}
-	if err := serve(*project, *leaseTTL, *forget, tcp, log); err != nil {
+	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree}, tcp); err != nil {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 1
 	}
@@ -101,7 +103,8 @@ func checkLeaseTTL(d time.Duration) error {
 	return nil
 }
 
-func serve(project string, leaseTTL, forget time.Duration, tcp auth.Config, log *slog.Logger) error {
+func serve(copts controller.Options, tcp auth.Config) error {
+	log := copts.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := auth.Limits()
@@ -114,7 +117,8 @@ func serve(project string, leaseTTL, forget time.Duration, tcp auth.Config, log 
 		guard = g
 		opts = append(opts, g.ServerOptions()...)
 	}
-	c, err := controller.New(controller.Options{Root: project, Logger: log, LeaseTTL: leaseTTL, ForgetWorkersAfter: forget, ServerOptions: opts})
+	copts.ServerOptions = opts
+	c, err := controller.New(copts)
 	if err != nil {
 		return err
 	}
@@ -126,7 +130,7 @@ func serve(project string, leaseTTL, forget time.Duration, tcp auth.Config, log 
 	for _, l := range lis {
 		fmt.Printf("listening on %s\n", l.Addr())
 	}
-	log.Info("serving", "project", c.Store().Root(), "listeners", len(lis), "lease_ttl", leaseTTL)
+	log.Info("serving", "project", c.Store().Root(), "listeners", len(lis), "lease_ttl", copts.LeaseTTL)
 	return c.Serve(ctx, lis...)
 }
 

@@ -46,6 +46,9 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	maxAttempts := cfg.AttemptsFor(rt.Name)
 	run, err := st.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: maxAttempts})
 	if err != nil {
+		if p.noSpace(ctx, err) {
+			return // stays queued; the loop waits for space
+		}
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "RunDirectoryFailed", MessageID: e.ID, Detail: err.Error()})
 		return
 	}

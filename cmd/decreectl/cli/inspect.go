@@ -44,6 +44,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
+			for _, p := range st.GetProblems() {
+				fmt.Fprintf(g.stdout, "problem     %s\n", p)
+			}
 			return nil
 		}),
 	}

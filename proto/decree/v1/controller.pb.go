@@ -1886,7 +1886,10 @@ type GetStatusResponse struct {
 	// Workers with an open session.
 	WorkersConnected int32 `protobuf:"varint,8,opt,name=workers_connected,json=workersConnected,proto3" json:"workers_connected,omitempty"`
 	// Controller version.
-	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	// Conditions holding processing up, each a sentence for people (a full
+	// disk, for one); empty when nothing does.
+	Problems      []string `protobuf:"bytes,10,rep,name=problems,proto3" json:"problems,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1982,6 +1985,13 @@ func (x *GetStatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *GetStatusResponse) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
 }
 
 var File_decree_v1_controller_proto protoreflect.FileDescriptor
@@ -2095,7 +2105,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\xcf\x02\n" +
+	"\x10GetStatusRequest\"\xeb\x02\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -2106,7 +2116,9 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x14migrations_processed\x18\x06 \x01(\x05R\x13migrationsProcessed\x12-\n" +
 	"\x12migrations_pending\x18\a \x01(\x05R\x11migrationsPending\x12+\n" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion2\x91\n" +
+	"\aversion\x18\t \x01(\tR\aversion\x12\x1a\n" +
+	"\bproblems\x18\n" +
+	" \x03(\tR\bproblems2\x91\n" +
 	"\n" +
 	"\x11ControllerService\x12R\n" +
 	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12^\n" +
