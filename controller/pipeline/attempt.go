@@ -314,23 +314,6 @@ func tailLines(p string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// diffFiles lists the paths a diff touches, from its "diff --git" lines.
-func diffFiles(p string) []string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
-			if i := strings.Index(rest, " b/"); i >= 0 {
-				out = append(out, rest[:i])
-			}
-		}
-	}
-	return out
-}
-
 // watchWorkers warns, while an attempt is outstanding, whenever no
 // connected worker could take it and each time the reason changes (no
 // worker at all, a missing driver, missing labels), so a wait is never

@@ -149,31 +149,22 @@ func runSucceeded(st store.RunState) bool {
 
 // writeDiff records the change from the checkpoint to the current tree as
 // changes.diff and as attempt n's own diff.
+// The diff streams to the attempt's file (memory stays bounded whatever the
+// size of the files), and changes.diff is a hard link to it, not a copy.
 func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) error {
-	diff, _, err := p.d.Checkpoints.Diff(ctx, p.d.Store.Root(), manifest)
-	if err != nil {
-		return fmt.Errorf("diff the tree against the checkpoint: %w", err)
-	}
-	if err := run.WriteFile(attemptDiffName(n), diff); err != nil {
-		return err
-	}
-	return run.WriteFile(diffFile, diff)
+	return p.writeDiffFiles(ctx, run, manifest, attemptDiffName(n), diffFile)
 }
 
-// revert brings the tree back to manifest. The diff is computed from the
-// tree as it is, so a revert interrupted by a crash can be repeated.
-// Checkpointer.Revert verifies the resulting tree against manifest.
+// revert brings the tree back to manifest: Checkpointer.Restore puts back
+// every differing path from the object store (streamed), verifies them,
+// and can simply be repeated after a crash.
 func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest) error {
-	root := p.d.Store.Root()
-	diff, _, err := p.d.Checkpoints.Diff(ctx, root, manifest)
+	paths, err := p.d.Checkpoints.Restore(ctx, p.d.Store.Root(), manifest)
 	if err != nil {
-		return fmt.Errorf("revert %s: diff the tree against the checkpoint: %w", run.ID(), err)
-	}
-	if len(diff) == 0 {
-		return nil
-	}
-	if err := p.d.Checkpoints.Revert(ctx, root, diff, manifest); err != nil {
 		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
+	}
+	if len(paths) == 0 {
+		return nil
 	}
 	p.emit(ctx, &decreev1.Event{Kind: decreev1.EventKind_EVENT_KIND_REVERTED, MessageId: run.ID(), Text: "to the checkpoint taken before the first attempt"})
 	return nil

@@ -215,6 +215,8 @@ func roundTrip(t testing.TB, cp *Checkpointer, c chooser) (deleted []string) {
 		mutate(t, c, root)
 	}
 	state1 := treeState(t, root)
+	post := filepath.Join(base, "post")
+	copyTree(t, root, post)
 	diff, after, err := cp.Diff(ctx, root, before)
 	if err != nil {
 		t.Fatalf("Diff: %v", err)
@@ -239,6 +241,13 @@ func roundTrip(t testing.TB, cp *Checkpointer, c chooser) (deleted []string) {
 	}
 	if got := treeState(t, root); got != state0 {
 		t.Fatalf("reverted tree differs\nwant %q\ngot  %q\ndiff:\n%s", state0, got, diff)
+	}
+	// Restore (no diff, contents streamed from the store) gets there too.
+	if _, err := cp.Restore(ctx, post, before); err != nil {
+		t.Fatalf("Restore: %v\nbefore: %q\nafter: %q", err, state0, state1)
+	}
+	if got := treeState(t, post); got != state0 {
+		t.Fatalf("restored tree differs\nwant %q\ngot  %q", state0, got)
 	}
 	if err := cp.Apply(ctx, pre, diff, false, after); err != nil {
 		t.Fatalf("Apply forward: %v\ndiff:\n%s", err, diff)

@@ -1,0 +1,112 @@
+package pipeline
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/checkpoint"
+)
+
+// writeDiffFiles streams the diff from manifest to the current tree into
+// the run file name, atomically, and makes each of links the same file
+// (a hard link; a copy where links are not possible).
+func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, name string, links ...string) error {
+	dst, err := run.Path(name)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".decree-diff-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = p.d.Checkpoints.DiffTo(ctx, p.d.Store.Root(), manifest, tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		return fmt.Errorf("diff the tree against the checkpoint into %s: %w", name, err)
+	}
+	for _, l := range links {
+		lp, err := run.Path(l)
+		if err != nil {
+			return err
+		}
+		if err := linkOver(dst, lp); err != nil {
+			return fmt.Errorf("write %s: %w", l, err)
+		}
+	}
+	return nil
+}
+
+// linkOver makes dst name the same file as src, replacing dst atomically.
+func linkOver(src, dst string) error {
+	tmp := filepath.Join(filepath.Dir(dst), ".decree-link-"+filepath.Base(dst))
+	_ = os.Remove(tmp)
+	if err := os.Link(src, tmp); err != nil {
+		if err := copyFile(src, tmp); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// diffFiles lists the paths a diff touches, from its "diff --git" lines,
+// reading the diff as a stream (it may be large).
+func diffFiles(p string) []string {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	var out []string
+	prefix := []byte("diff --git a/")
+	atStart := true
+	for {
+		line, err := r.ReadSlice('\n')
+		if atStart && bytes.HasPrefix(line, prefix) {
+			rest := bytes.TrimSuffix(line[len(prefix):], []byte("\n"))
+			if i := bytes.Index(rest, []byte(" b/")); i >= 0 {
+				out = append(out, string(rest[:i]))
+			}
+		}
+		atStart = err == nil // a line longer than the buffer continues
+		if err != nil && err != bufio.ErrBufferFull {
+			return out
+		}
+	}
+}
