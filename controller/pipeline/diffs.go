@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -15,8 +16,11 @@ import (
 
 // writeDiffFiles streams the diff from manifest to the current tree into
 // the run file name, atomically, and makes each of links the same file
-// (a hard link; a copy where links are not possible).
-func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, name string, links ...string) error {
+// (a hard link; a copy where links are not possible). When an earlier file
+// of same (the diffs of earlier attempts) has the same content, name
+// becomes a hard link to it: an attempt that leaves the tree as the one
+// before did costs no second copy of a large diff.
+func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, name string, same []string, links ...string) error {
 	dst, err := run.Path(name)
 	if err != nil {
 		return err
@@ -26,7 +30,9 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	defer os.Remove(tmp.Name())
-	_, err = p.d.Checkpoints.DiffTo(ctx, p.d.Store.Root(), manifest, tmp)
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(tmp, h)}
+	_, err = p.d.Checkpoints.DiffTo(ctx, p.d.Store.Root(), manifest, cw)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -34,7 +40,11 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
+		src := tmp.Name()
+		if prev := sameContent(run, same, cw.n, h.Sum(nil)); prev != "" {
+			src = prev
+		}
+		err = linkOrRename(src, tmp.Name(), dst)
 	}
 	if err != nil {
 		return fmt.Errorf("diff the tree against the checkpoint into %s: %w", name, err)
@@ -49,6 +59,52 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 		}
 	}
 	return nil
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// sameContent returns the path of the first run file among names with
+// this size and SHA-256, or "".
+func sameContent(run *store.Run, names []string, size int64, sum []byte) string {
+	for _, name := range names {
+		p, err := run.Path(name)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(p); err != nil || fi.Size() != size {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err == nil && bytes.Equal(h.Sum(nil), sum) {
+			return p
+		}
+	}
+	return ""
+}
+
+// linkOrRename puts src at dst: renamed when src is the new temporary
+// file tmp, else hard-linked (src is an earlier file of equal content).
+func linkOrRename(src, tmp, dst string) error {
+	if src == tmp {
+		return os.Rename(tmp, dst)
+	}
+	return linkOver(src, dst)
 }
 
 // linkOver makes dst name the same file as src, replacing dst atomically.

@@ -150,9 +150,14 @@ func runSucceeded(st store.RunState) bool {
 // writeDiff records the change from the checkpoint to the current tree as
 // changes.diff and as attempt n's own diff.
 // The diff streams to the attempt's file (memory stays bounded whatever the
-// size of the files), and changes.diff is a hard link to it, not a copy.
+// size of the files), changes.diff is a hard link to it, not a copy, and
+// so is the attempt's file when an earlier attempt's diff is the same.
 func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) error {
-	return p.writeDiffFiles(ctx, run, manifest, attemptDiffName(n), diffFile)
+	var earlier []string
+	for k := n - 1; k >= 1; k-- {
+		earlier = append(earlier, attemptDiffName(k))
+	}
+	return p.writeDiffFiles(ctx, run, manifest, attemptDiffName(n), earlier, diffFile)
 }
 
 // revert brings the tree back to manifest: Checkpointer.Restore puts back
