@@ -213,7 +213,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 		return nil, fmt.Errorf("%w: %s was already reverted", ErrConflict, id)
 	}
 	diffPath, _ := run.Path(diffFile)
-	diff, err := os.ReadFile(diffPath)
+	fi, err := os.Stat(diffPath)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", diffPath, err)
 	}
@@ -223,11 +223,12 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 		return nil, err
 	}
 	paths := diffFiles(diffPath)
-	if len(diff) > 0 {
-		if err := p.d.Checkpoints.Revert(ctx, p.d.Store.Root(), diff, before); err != nil {
+	if fi.Size() > 0 {
+		// RevertFile and ChangedFile read a large diff as a stream.
+		if err := p.d.Checkpoints.RevertFile(ctx, p.d.Store.Root(), diffPath, before); err != nil {
 			// Name the paths that changed since only when some did: a
 			// damaged diff is reported as such.
-			changed, cerr := checkpoint.Changed(p.d.Store.Root(), diff)
+			changed, cerr := checkpoint.ChangedFile(p.d.Store.Root(), diffPath)
 			switch {
 			case errors.Is(err, checkpoint.ErrCorruptDiff) || errors.Is(cerr, checkpoint.ErrCorruptDiff):
 				return nil, fmt.Errorf("%w: cannot revert %s: its diff %s is corrupt, so it cannot be undone; nothing was changed: %v", ErrConflict, id, diffPath, err)

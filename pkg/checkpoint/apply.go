@@ -59,15 +59,7 @@ func (c *Checkpointer) currentTree(ctx context.Context, root string, want *Manif
 	if want == nil {
 		return nil
 	}
-	return func() (*Manifest, error) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		m, err := c.snapshot(ctx, root, false)
-		if err != nil {
-			return nil, err
-		}
-		return m, c.addTracked(root, want, m, false)
-	}
+	return func() (*Manifest, error) { return c.currentManifest(ctx, root, want) }
 }
 
 // Revert undoes diff (applies it in reverse) and verifies every touched file

@@ -38,8 +38,10 @@
 // Memory: DiffTo streams a diff to a writer, and writes every change with
 // a side over StreamThreshold (8 MiB) as a binary patch streamed from the
 // store; Restore puts a tree back to a manifest from the store without a
-// diff. Both keep memory bounded whatever the size of the files. Diff,
-// Apply and Revert work in memory (the diff, and the touched files).
+// diff; RevertFile undoes a stored diff over 64 MiB by reading only its
+// section headers, then restoring. They keep memory bounded whatever the
+// size of the files. Diff, Apply and Revert work in memory (the diff, and
+// the touched files).
 //
 // Line diffs use Myers' algorithm in linear space (myers.go): minimal, and a
 // 50,000-line file with 500 scattered edits diffs in tens of milliseconds.

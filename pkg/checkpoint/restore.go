@@ -29,12 +29,7 @@ func (c *Checkpointer) Restore(ctx context.Context, root string, want *Manifest)
 	if want == nil {
 		return nil, errors.New("restore: the manifest to restore is required")
 	}
-	c.mu.Lock()
-	cur, err := c.snapshot(ctx, root, false)
-	if err == nil {
-		err = c.addTracked(root, want, cur, false)
-	}
-	c.mu.Unlock()
+	cur, err := c.currentManifest(ctx, root, want)
 	if err != nil {
 		return nil, fmt.Errorf("restore: hash the current tree: %w", err)
 	}
@@ -91,6 +86,19 @@ func (c *Checkpointer) Restore(ctx context.Context, root string, want *Manifest)
 	}
 	sort.Strings(paths)
 	return paths, verify(root, paths, want, perms)
+}
+
+// currentManifest hashes the tree at root (through the stat cache, storing
+// nothing), keeping the paths of tracked that still exist but are now
+// ignored, as git does.
+func (c *Checkpointer) currentManifest(ctx context.Context, root string, tracked *Manifest) (*Manifest, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.snapshot(ctx, root, false)
+	if err != nil {
+		return nil, err
+	}
+	return m, c.addTracked(root, tracked, m, false)
 }
 
 // restoreOne writes the wanted entry w at rel; cur is what the snapshot
