@@ -30,6 +30,7 @@ import (
 	"github.com/decreehq/decree/controller/auth"
 	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/pkg/memlimit"
 )
 
 // Lease TTL bounds: below a second, heartbeats (a third of the TTL) would
@@ -46,6 +47,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
+	memlimit.Apply()
 	os.Exit(run())
 }
 

@@ -141,7 +141,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 	settings := cfg.RoutineSettingsFor(rt.Name, rt.Shared)
 	a := &decreev1.Assignment{
 		Kind: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, Attempt: int32(n), MaxAttempts: int32(max),
-		MessageId: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
+		MessageId: e.ID, Routine: ref, Params: params,
 		MessageDir: path.Join(store.DecreeDir, store.RunsDir, e.ID), NotebookEngine: cfg.NotebookEngine,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
@@ -153,6 +153,11 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		return nil, "", err
 	}
 	defer rs.done()
+	if !rs.inPlace {
+		// An in-place worker shares the tree and finds message.md in the
+		// run directory: a large message is not copied into the assignment.
+		a.RunFiles = runFiles(run)
+	}
 	need := routineNeeds(cfg, rt)
 	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
 	need.InPlace = rs.inPlace
