@@ -68,12 +68,10 @@ func noticeLine(dropped, max uint64) []byte {
 	return fmt.Appendf(nil, "%sthe first %d bytes were dropped to keep it within max_log_bytes (%d bytes); its tail follows]\n", noticePrefix, dropped, max)
 }
 
-// markerPath is the file beside a truncated log that says it was cut, so
-// that a routine printing a notice-like first line cannot fake one.
-func markerPath(logPath string) string {
-	dir, name := filepath.Split(logPath)
-	return filepath.Join(dir, "."+name+".truncated")
-}
+// markerPath is the file beside a truncated log that says it was cut
+// (holding the notice line), so that a routine printing a notice-like
+// first line cannot fake one. It is listed with the run's artifacts.
+func markerPath(logPath string) string { return logPath + ".truncated" }
 
 // readNotice returns the logical bytes dropped from the front of the log
 // open as f and the length of its notice line (0, 0 when it was never cut).
@@ -104,7 +102,7 @@ func (b *Book) truncateLocked(k Key, lf *logFile, max uint64) error {
 	p := lf.f.Name()
 	dropped := lf.dropped + uint64(keepFrom-lf.header)
 	notice := noticeLine(dropped, max)
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".decree-log-*")
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".decree-log.tmp-*")
 	if err != nil {
 		return fmt.Errorf("cut log %s to its tail: %w", k, err)
 	}

@@ -25,7 +25,7 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".decree-diff-*")
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".decree-diff.tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
@@ -109,7 +109,7 @@ func linkOrRename(src, tmp, dst string) error {
 
 // linkOver makes dst name the same file as src, replacing dst atomically.
 func linkOver(src, dst string) error {
-	tmp := filepath.Join(filepath.Dir(dst), ".decree-link-"+filepath.Base(dst))
+	tmp := filepath.Join(filepath.Dir(dst), ".decree-link.tmp-"+filepath.Base(dst))
 	_ = os.Remove(tmp)
 	if err := os.Link(src, tmp); err != nil {
 		if err := copyFile(src, tmp); err != nil {

@@ -130,6 +130,9 @@ func (c *Checkpointer) restoreOne(root, rel string, w Entry, cur *Entry, perms m
 		return os.Chmod(abs, perm)
 	}
 	perm := w.Mode.Perm()
+	if fi, err := os.Lstat(abs); err == nil && fi.Mode().IsRegular() && ModeOf(fi.Mode()) == w.Mode {
+		perm = fi.Mode().Perm() // keep bits git does not track, as Apply does
+	}
 	perms[rel] = perm
 	return c.writeBlob(abs, rel, w, perm)
 }

@@ -91,3 +91,24 @@ func TestRestoreRefusesMissingContent(t *testing.T) {
 		t.Error("b.txt was written")
 	}
 }
+
+// TestRestoreKeepsUntrackedPermissionBits: a file changed in place keeps
+// permission bits git does not track (0600), as Apply does; a restored
+// deleted file gets 0644.
+func TestRestoreKeepsUntrackedPermissionBits(t *testing.T) {
+	cp := newCP(t)
+	root := t.TempDir()
+	writeSpec(t, root, map[string]spec{"secret.txt": file("s\n"), "gone.txt": file("g\n")})
+	os.Chmod(filepath.Join(root, "secret.txt"), 0o600)
+	before := snapshot(t, cp, root)
+	os.WriteFile(filepath.Join(root, "secret.txt"), []byte("changed\n"), 0o600)
+	os.Remove(filepath.Join(root, "gone.txt"))
+	if _, err := cp.Restore(context.Background(), root, before); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{"secret.txt": 0o600, "gone.txt": 0o644} {
+		if fi, err := os.Stat(filepath.Join(root, p)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want %04o", p, fi.Mode(), err, want)
+		}
+	}
+}
