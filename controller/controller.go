@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/controller/crontab"
+	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -30,6 +31,7 @@ import (
 	"github.com/decreehq/decree/controller/rpc"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
+	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
@@ -50,6 +52,14 @@ type Options struct {
 	// LeaseTTL is how long a worker's lease lives without renewal
 	// (default 10s).
 	LeaseTTL time.Duration
+	// MinFreeBytes is the free space below which processing pauses until
+	// space is freed (diskspace.DefaultMinFree, 64 MiB, when zero).
+	MinFreeBytes uint64
+	// DiskFree replaces statfs(2) when set (fault injection in tests).
+	DiskFree func(dir string) (uint64, error)
+	// ForgetWorkersAfter is how long a worker that stopped heartbeating
+	// stays registered (lease.DefaultForgetAfter, 10 minutes, when zero).
+	ForgetWorkersAfter time.Duration
 	// Poll is how often an idle loop looks for files dropped into the
 	// inbox by hand (default 1s).
 	Poll time.Duration
@@ -145,14 +155,14 @@ func (c *Controller) open() error {
 		return err
 	}
 	c.events = ev
-	book := logbook.New(func(k logbook.Key) (string, error) {
+	book := logbook.NewWithOptions(func(k logbook.Key) (string, error) {
 		p, err := st.LogPath(k.MessageID, k.Attempt, k.Stream)
 		if err != nil {
 			return "", err
 		}
 		return p, os.MkdirAll(filepath.Dir(p), 0o755)
-	})
-	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, Logs: book, Logger: c.log,
+	}, logbook.Options{MaxBytes: c.maxLogBytes, Logger: c.log})
+	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, ForgetAfter: c.opts.ForgetWorkersAfter, Logs: book, Logger: c.log,
 		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {
 		return err
@@ -175,13 +185,12 @@ func (c *Controller) open() error {
 		Store: st, Sched: sch, Events: ev, Leases: leases, Checkpoints: cp, Logs: book,
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
 		FixedWorkers: c.opts.FixedWorkers,
+		Disk:         diskspace.New(root, diskspace.Options{MinFree: c.opts.MinFreeBytes, Free: c.opts.DiskFree}),
 	})
 	if err := c.openCron(); err != nil {
 		return err
 	}
-	c.server = grpc.NewServer(append([]grpc.ServerOption{
-		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
-	}, c.opts.ServerOptions...)...)
+	c.server = grpc.NewServer(append(pauth.MessageSizeServerOptions(), c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
 		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Config: c.config, Version: Version,
 		Cron: c.cron, Daemon: c.opts.Daemon,
@@ -191,6 +200,16 @@ func (c *Controller) open() error {
 	healthpb.RegisterHealthServer(c.server, c.health)
 	reflection.Register(c.server)
 	return nil
+}
+
+// maxLogBytes is max_log_bytes of the current configuration (the default
+// while the configuration does not load).
+func (c *Controller) maxLogBytes() uint64 {
+	cfg, err := c.config()
+	if err != nil || cfg.MaxLogBytes < 0 {
+		return config.DefaultMaxLogBytes
+	}
+	return uint64(cfg.MaxLogBytes)
 }
 
 // Version is the controller's version string.

@@ -1,11 +1,13 @@
 package e2e
 
 import (
-	"github.com/decreehq/decree/internal/testtool"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // depthFirst: follow-ups (written to the inbox and to the outbox) run
@@ -141,6 +143,10 @@ exit 1`)
 	p.sameTree(after)
 	if p.exists(".git") {
 		t.Errorf("a .git directory appeared")
+	}
+	// The deleted file comes back with its permission bits (not 000).
+	if fi, err := os.Stat(p.path("doomed.txt")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("doomed.txt after the revert: %v, %v; want permission 0644", fi.Mode(), err)
 	}
 
 	id := p.onlyRun()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	pauth "github.com/decreehq/decree/pkg/auth"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -48,6 +49,15 @@ func methodNeed(method string) need {
 		return needAnyToken
 	}
 	return needForbidden
+}
+
+// tap is the server's InTapHandle: it runs when a stream's headers arrive,
+// before grpc-go reads any of the request body, so a call without a valid
+// token costs the server its headers (at most MaxHeaderListBytes), not the
+// message it carries. The interceptors below check again (cheap), so that a
+// server built without the tap is still guarded.
+func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	return ctx, g.authorize(ctx, info.FullMethodName)
 }
 
 func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -142,7 +142,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 	settings := cfg.RoutineSettingsFor(rt.Name, rt.Shared)
 	a := &lease.Work{
 		Kind: lease.WorkRoutine, Attempt: n, MaxAttempts: max,
-		MessageID: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
+		MessageID: e.ID, Routine: ref, Params: params,
 		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine, Tree: &cfg.Tree,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
@@ -155,6 +155,11 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		return nil, "", err
 	}
 	defer rs.done()
+	if !rs.inPlace {
+		// An in-place worker shares the tree and finds message.md in the
+		// run directory: a large message is not copied into the assignment.
+		a.RunFiles = runFiles(run)
+	}
 	need := routineNeeds(cfg, rt)
 	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
 	need.InPlace = rs.inPlace
@@ -303,23 +308,6 @@ func tailLines(p string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// diffFiles lists the paths a diff touches, from its "diff --git" lines.
-func diffFiles(p string) []string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
-			if i := strings.Index(rest, " b/"); i >= 0 {
-				out = append(out, rest[:i])
-			}
-		}
-	}
-	return out
 }
 
 // watchWorkers warns, while an attempt is outstanding, whenever no

@@ -48,6 +48,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -93,6 +94,10 @@ type Deps struct {
 	// attempt. Otherwise such an attempt waits for a capable worker to
 	// connect, with a warning event saying what it waits for.
 	FixedWorkers bool
+	// Disk watches the free space of the project's file system; while it
+	// is full the loop takes nothing from the inbox (see disk.go). Nil
+	// watches nothing.
+	Disk *diskspace.Monitor
 }
 
 // Pipeline is the processing loop of one project.
@@ -164,6 +169,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		cfg, err := p.d.Config()
 		if err != nil {
 			p.warn(ctx, "", fmt.Sprintf("cannot load .decree/config.yml, waiting for a fix: %v", err))
+			if !p.idle(ctx) {
+				return nil
+			}
+			continue
+		}
+		if p.diskFull(ctx) {
 			if !p.idle(ctx) {
 				return nil
 			}

@@ -36,6 +36,9 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	maxAttempts := cfg.AttemptsFor(rt.Name)
 	run, err := st.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: maxAttempts})
 	if err != nil {
+		if p.noSpace(ctx, err) {
+			return // stays queued; the loop waits for space
+		}
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "RunDirectoryFailed", MessageID: e.ID, Detail: err.Error()})
 		return
 	}
@@ -146,31 +149,27 @@ func runSucceeded(st store.RunState) bool {
 
 // writeDiff records the change from the checkpoint to the current tree as
 // changes.diff and as attempt n's own diff.
+// The diff streams to the attempt's file (memory stays bounded whatever the
+// size of the files), changes.diff is a hard link to it, not a copy, and
+// so is the attempt's file when an earlier attempt's diff is the same.
 func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) error {
-	diff, _, err := p.d.Checkpoints.Diff(ctx, p.d.Store.Root(), manifest)
-	if err != nil {
-		return fmt.Errorf("diff the tree against the checkpoint: %w", err)
+	var earlier []string
+	for k := n - 1; k >= 1; k-- {
+		earlier = append(earlier, layout.AttemptDiffName(k))
 	}
-	if err := run.WriteFile(layout.AttemptDiffName(n), diff); err != nil {
-		return err
-	}
-	return run.WriteFile(layout.DiffFile, diff)
+	return p.writeDiffFiles(ctx, run, manifest, layout.AttemptDiffName(n), earlier, layout.DiffFile)
 }
 
-// revert brings the tree back to manifest. The diff is computed from the
-// tree as it is, so a revert interrupted by a crash can be repeated.
-// Checkpointer.Revert verifies the resulting tree against manifest.
+// revert brings the tree back to manifest: Checkpointer.Restore puts back
+// every differing path from the object store (streamed), verifies them,
+// and can simply be repeated after a crash.
 func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest) error {
-	root := p.d.Store.Root()
-	diff, _, err := p.d.Checkpoints.Diff(ctx, root, manifest)
+	paths, err := p.d.Checkpoints.Restore(ctx, p.d.Store.Root(), manifest)
 	if err != nil {
-		return fmt.Errorf("revert %s: diff the tree against the checkpoint: %w", run.ID(), err)
-	}
-	if len(diff) == 0 {
-		return nil
-	}
-	if err := p.d.Checkpoints.Revert(ctx, root, diff, manifest); err != nil {
 		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
+	}
+	if len(paths) == 0 {
+		return nil
 	}
 	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: run.ID(), Text: "to the checkpoint taken before the first attempt"})
 	return nil

@@ -97,6 +97,9 @@ func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decr
 	attempt := int(req.GetAttempt())
 	if attempt <= 0 {
 		run, err := s.d.Store.OpenRun(id)
+		if err != nil && req.GetFollow() {
+			run, err = waitRun(stream.Context(), s.d.Store, id)
+		}
 		if err != nil {
 			return Status(err)
 		}
@@ -116,7 +119,9 @@ func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decr
 		return stream.Send(&decreev1.WatchLogsResponse{Chunk: c})
 	}
 	if req.GetFollow() {
-		return Status(s.d.Leases.Follow(stream.Context(), id, attempt, streamName, req.GetOffset(), send))
+		// The attempt may not have begun yet: wait for its log while the
+		// run is in progress.
+		return Status(s.d.Leases.FollowPending(stream.Context(), id, attempt, streamName, req.GetOffset(), runInProgress(s.d.Store, id), send))
 	}
 	p, err := s.d.Store.LogPath(id, attempt, streamName)
 	if err != nil {

@@ -72,7 +72,7 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 	if err != nil {
 		return nil, Status(err)
 	}
-	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Daemon: s.d.Daemon}
+	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Daemon: s.d.Daemon, Problems: s.d.Pipeline.Problems()}
 	for _, m := range all {
 		switch m.GetState() {
 		case decreev1.MessageState_MESSAGE_STATE_QUEUED:

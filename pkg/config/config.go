@@ -76,6 +76,7 @@ func Default() *Config {
 	return &Config{
 		MaxRetries:         DefaultMaxRetries,
 		MaxDepth:           DefaultMaxDepth,
+		MaxLogBytes:        DefaultMaxLogBytes,
 		DefaultRoutine:     DefaultRoutineName,
 		NotebookEngine:     DefaultNotebookEngine,
 		OnMigrationFailure: DefaultOnMigrationFailure,

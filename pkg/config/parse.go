@@ -20,7 +20,7 @@ type parser struct {
 	errs  []error
 }
 
-var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "default_routine", "notebook_support",
+var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "max_log_bytes", "default_routine", "notebook_support",
 	"notebook_engine", "on_migration_failure", "migrations_dir", "routine_source", "time_zone", "hooks",
 	"routines", "shared_routines", "tree", "usage_limit"}
 
@@ -79,6 +79,10 @@ func (p *parser) parse(data []byte) {
 		case "max_depth":
 			if n, ok := p.posInt(v, key); ok {
 				c.MaxDepth = n
+			}
+		case "max_log_bytes":
+			if n, ok := p.logBytes(v, key); ok {
+				c.MaxLogBytes = n
 			}
 		case "default_routine":
 			if s, ok := p.routineName(v, key); ok {

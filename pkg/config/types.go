@@ -12,6 +12,11 @@ type Config struct {
 	MaxRetries int `yaml:"max_retries"`
 	// MaxDepth rejects messages whose seq is >= this value. Default 10.
 	MaxDepth int `yaml:"max_depth"`
+	// MaxLogBytes is the most bytes one log (a stream of one attempt)
+	// keeps; a longer log keeps its tail after a notice line. 0 means no
+	// limit. Default DefaultMaxLogBytes (64 MiB); sizes such as "64MiB"
+	// are accepted.
+	MaxLogBytes int64 `yaml:"max_log_bytes"`
 	// DefaultRoutine is used when no message, spec or router picks one.
 	// Default "develop".
 	DefaultRoutine string `yaml:"default_routine"`

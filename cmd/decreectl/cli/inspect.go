@@ -53,6 +53,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
 			fmt.Fprintf(g.stdout, "dead        %s\n", deadLetterLine(dead, time.Now()))
 			printServeStatus(g.stdout, st, clock())
+			for _, p := range st.GetProblems() {
+				fmt.Fprintf(g.stdout, "problem     %s\n", p)
+			}
 			return nil
 		}),
 	}

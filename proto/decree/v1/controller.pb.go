@@ -2025,8 +2025,11 @@ type GetStatusResponse struct {
 	// Set while the running message waits for an AI tool's usage limit to
 	// reset.
 	UsageLimitWait *UsageLimitWait `protobuf:"bytes,11,opt,name=usage_limit_wait,json=usageLimitWait,proto3" json:"usage_limit_wait,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Conditions holding processing up, each a sentence for people (a full
+	// disk, for one); empty when nothing does.
+	Problems      []string `protobuf:"bytes,12,rep,name=problems,proto3" json:"problems,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -2132,6 +2135,13 @@ func (x *GetStatusResponse) GetDaemon() bool {
 func (x *GetStatusResponse) GetUsageLimitWait() *UsageLimitWait {
 	if x != nil {
 		return x.UsageLimitWait
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetProblems() []string {
+	if x != nil {
+		return x.Problems
 	}
 	return nil
 }
@@ -2555,7 +2565,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\xac\x03\n" +
+	"\x10GetStatusRequest\"\xc8\x03\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -2569,7 +2579,8 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\aversion\x18\t \x01(\tR\aversion\x12\x16\n" +
 	"\x06daemon\x18\n" +
 	" \x01(\bR\x06daemon\x12C\n" +
-	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait\"\x82\x01\n" +
+	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait\x12\x1a\n" +
+	"\bproblems\x18\f \x03(\tR\bproblems\"\x82\x01\n" +
 	"\x14CheckRoutinesRequest\x12\x1a\n" +
 	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
 	"\vall_enabled\x18\x02 \x01(\bR\n" +

@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
+)
+
+// TestFullDiskPausesAndResumes runs a controller and a worker on a project
+// on a 40 MiB tmpfs with --min-free-bytes 16 MiB, fills the disk, drops a
+// message: the controller logs the full disk, emits a warning event,
+// `decreectl status` shows it, and the message waits in the inbox. Once
+// the filler is removed, processing resumes by itself.
+func TestFullDiskPausesAndResumes(t *testing.T) {
+	t.Parallel()
+	dir := testtool.MountTmpfs(t, "40m")
+	p := newProjectIn(t, dir, binary, baseConfig)
+	p.routine("develop", "", `echo ran > ran.txt`)
+	p.write(".gitignore", "filler.bin\n")
+	ctl := startController(t, p, "--min-free-bytes", "16777216")
+	startWorker(t, p, "disk-worker")
+
+	// Leave about 8 MiB free.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	filler := p.path("filler.bin")
+	if err := os.WriteFile(filler, make([]byte, free-8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.write(".decree/inbox/waits.md", "---\nroutine: develop\n---\nwork\n")
+
+	testtool.WaitFor(t, 20*time.Second, "the controller to log the full disk", func() bool {
+		return strings.Contains(ctl.Out.String(), "disk full")
+	})
+	r := p.ctl("", "status")
+	mustCode(t, r, 0)
+	contains(t, "status", r.stdout, "problem     the disk holding "+dir+" is full")
+	time.Sleep(2 * time.Second) // a few poll intervals: nothing may be taken meanwhile
+	if !p.exists(".decree/inbox/waits.md") || p.exists("ran.txt") {
+		t.Fatalf("a message was processed while the disk was full\n%s", ctl.Out)
+	}
+	contains(t, "event log", p.read(".decree/events.jsonl"), "is full")
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	testtool.WaitFor(t, 30*time.Second, "the message to run once space was freed", func() bool {
+		return p.exists(".decree/inbox/done/waits.md")
+	})
+	if p.read("ran.txt") != "ran\n" {
+		t.Errorf("ran.txt = %q", p.read("ran.txt"))
+	}
+	contains(t, "event log", p.read(".decree/events.jsonl"), "available again")
+	r = p.ctl("", "status")
+	notContains(t, "status after space returned", r.stdout, "problem")
+}
