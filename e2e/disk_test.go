@@ -61,3 +61,38 @@ func TestFullDiskPausesAndResumes(t *testing.T) {
 	r = p.ctl("", "status")
 	notContains(t, "status after space returned", r.stdout, "problem")
 }
+
+// TestNoSpaceKeepsTheMessageQueued: the free space is above the pause
+// threshold, but the message does not fit in its run directory (ENOSPC):
+// the message stays queued (never dead-lettered), the controller reports
+// the full disk, and processing resumes once space is freed.
+func TestNoSpaceKeepsTheMessageQueued(t *testing.T) {
+	t.Parallel()
+	dir := testtool.MountTmpfs(t, "8m")
+	p := newProjectIn(t, dir, binary, baseConfig)
+	p.routine("develop", "", `echo ran > ran.txt`)
+	p.write(".gitignore", "filler.bin\n")
+	p.write(".decree/inbox/big.md", "---\nroutine: develop\n---\n"+strings.Repeat("a large message line\n", 16<<10))
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := p.path("filler.bin")
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*int64(st.Bsize)-128<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctl := startController(t, p, "--min-free-bytes", "4096")
+	startWorker(t, p, "disk-worker")
+	testtool.WaitFor(t, 20*time.Second, "the controller to report the full disk", func() bool {
+		return strings.Contains(ctl.Out.String(), "disk full")
+	})
+	if !p.exists(".decree/inbox/big.md") || len(p.messages(".decree/inbox/dead")) != 0 {
+		t.Fatalf("the message left the inbox on a full disk: dead %v\n%s", p.messages(".decree/inbox/dead"), ctl.Out)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	testtool.WaitFor(t, 30*time.Second, "the message to run once space was freed", func() bool {
+		return p.exists(".decree/inbox/done/big.md")
+	})
+}

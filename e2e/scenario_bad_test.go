@@ -137,6 +137,14 @@ func badArguments(t *testing.T, m mode) {
 		}
 		contains(t, "stderr", r.stderr, c.want)
 	}
+	// A body over the message size limit is refused before anything is
+	// sent, with a way out.
+	r := p.ctl(strings.Repeat("x", 70<<20), "run", "-m", "huge")
+	if r.code != 2 {
+		t.Errorf("a 70 MB body: want exit 2\n%s", r.stderr)
+	}
+	contains(t, "stderr", r.stderr, "over 63 MiB")
+	contains(t, "stderr", r.stderr, "input_file")
 	if n := len(p.messages(".decree/inbox")) + len(p.messages(".decree/inbox/dead")) + len(p.runs()); n != 0 {
 		t.Errorf("bad arguments queued something: inbox %v dead %v runs %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/dead"), p.runs())
 	}

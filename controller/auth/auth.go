@@ -150,6 +150,7 @@ type Guard struct {
 	worker [sha256.Size]byte
 	hasCl  bool
 	hasWk  bool
+	calls  *callLimiter
 }
 
 // New validates cfg and loads its files: the certificate and key, the
@@ -164,7 +165,7 @@ func New(cfg Config, log *slog.Logger) (*Guard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{cfg: cfg, log: log}
+	g := &Guard{cfg: cfg, log: log, calls: newCallLimiter(MaxCallsPerHost)}
 	if cfg.ClientTokenFile != "" {
 		tok, err := pauth.ReadTokenFile(cfg.ClientTokenFile)
 		if err != nil {

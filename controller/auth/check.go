@@ -54,10 +54,18 @@ func methodNeed(method string) need {
 // tap is the server's InTapHandle: it runs when a stream's headers arrive,
 // before grpc-go reads any of the request body, so a call without a valid
 // token costs the server its headers (at most MaxHeaderListBytes), not the
-// message it carries. The interceptors below check again (cheap), so that a
-// server built without the tap is still guarded.
+// message it carries. It also holds each remote address to MaxCallsPerHost
+// calls in flight. The interceptors below check the token again (cheap),
+// so that a server built without the tap is still guarded.
 func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	return ctx, g.authorize(ctx, info.FullMethodName)
+	if err := g.authorize(ctx, info.FullMethodName); err != nil {
+		return ctx, err
+	}
+	if err := g.calls.admit(ctx, info.FullMethodName); err != nil {
+		g.log.Warn("refused a call over the per-address limit", "method", info.FullMethodName, "err", err)
+		return ctx, err
+	}
+	return ctx, nil
 }
 
 func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

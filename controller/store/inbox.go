@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/decreehq/decree/pkg/fsutil"
@@ -93,11 +94,14 @@ func (s *Store) ListInbox() ([]Entry, error) {
 		}
 		return out[i].File < out[j].File
 	})
+	kept := out[:0]
 	for i := range out {
-		if out[i].Err == nil {
-			s.loadInboxEntry(&out[i])
+		if out[i].Err == nil && !s.loadInboxEntry(&out[i]) {
+			continue // left for a later listing (the disk is full)
 		}
+		kept = append(kept, out[i])
 	}
+	out = kept
 	sortEntries(out)
 	return out, nil
 }
@@ -120,17 +124,22 @@ func sortEntries(es []Entry) {
 
 // loadInboxEntry parses and normalises e.File, assigning and persisting a
 // chain when the message has none.
-func (s *Store) loadInboxEntry(e *Entry) {
+//
+// It returns false when the entry must be left out of this listing: its
+// new chain id could not be written for want of space (ENOSPC, EDQUOT). A
+// full disk is no fault of the message, so it stays in the inbox, untouched,
+// and is listed again once space is freed.
+func (s *Store) loadInboxEntry(e *Entry) bool {
 	p := s.path(layout.Inbox, e.File)
 	data, err := os.ReadFile(p)
 	if err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return
+		return true
 	}
 	m, err := message.Parse(data)
 	if err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return
+		return true
 	}
 	_, hasChain := m.Get("chain")
 	_, _, nameChain := message.ChainFromFileName(e.File)
@@ -141,13 +150,17 @@ func (s *Store) loadInboxEntry(e *Entry) {
 	}
 	if err := message.Normalize(m, in); err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return
+		return true
 	}
 	if fresh {
 		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				s.log.Error("disk full: a new message stays in the inbox until space is freed", "file", e.File, "err", err)
+				return false
+			}
 			e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage,
 				Err: fmt.Errorf("record the new chain id %s in the file: %w", in.Chain, err)}
-			return
+			return true
 		}
 	}
 	e.Message = m
@@ -155,6 +168,7 @@ func (s *Store) loadInboxEntry(e *Entry) {
 	e.Chain = m.Chain()
 	e.Seq, _ = m.Seq()
 	s.chains.Observe(e.Chain)
+	return true
 }
 
 // CreateMessage writes a new root message into the inbox and returns it.
