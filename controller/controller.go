@@ -168,11 +168,13 @@ func (c *Controller) open() error {
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
 		FixedWorkers: c.opts.FixedWorkers,
 	})
+	scrub := rpc.NewScrubber(root)
 	c.server = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
+		grpc.ChainUnaryInterceptor(scrub.Unary), grpc.ChainStreamInterceptor(scrub.Stream),
 	}, c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
-		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Config: c.config, Version: Version,
+		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
 	}))
 	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep))
 	c.health = health.NewServer()
@@ -180,6 +182,10 @@ func (c *Controller) open() error {
 	reflection.Register(c.server)
 	return nil
 }
+
+// healthServices are the names the health service answers for: "" (the
+// server as a whole) and each decree service.
+var healthServices = []string{"", decreev1.ControllerService_ServiceDesc.ServiceName, decreev1.WorkerService_ServiceDesc.ServiceName}
 
 // Version is the controller's version string.
 var Version = "dev"
@@ -254,7 +260,9 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 			}
 		}()
 	}
-	c.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, name := range healthServices {
+		c.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
