@@ -32,6 +32,7 @@ import (
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
+	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -206,6 +207,11 @@ func (c *Controller) config() (*config.Config, error) {
 	cfg, warns, err := config.Load(path)
 	if err != nil {
 		return nil, err
+	}
+	// A hook naming no routine is a configuration error, reported now
+	// rather than when the first message reaches the hook.
+	if err := routine.ProjectLibrary(c.opts.Root, cfg).CheckHooks(cfg.Hooks); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for _, w := range warns {
 		c.log.Warn(w.String())

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's whole test suite, exactly as CI runs it: formatting, vet,
-# proto lint/format/generation drift, then every Go test with the race
-# detector. Tests that need an external tool (jupyter, git, GNU patch,
+# staticcheck, proto lint/format/generation drift, then every Go test with
+# the race detector. Tests that need an external tool (jupyter, git, GNU patch,
 # rsync) skip when it is missing, unless DECREE_REQUIRE_TOOLS=1 (CI), which
 # turns those skips into failures.
 set -euo pipefail
@@ -19,6 +19,9 @@ fi
 
 step "go vet"
 go vet ./...
+
+step "staticcheck"
+staticcheck ./...
 
 step "buf lint / format"
 buf lint

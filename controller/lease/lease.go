@@ -211,9 +211,6 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// LeaseTTL is the configured lease lifetime.
-func (m *Manager) LeaseTTL() time.Duration { return m.opts.LeaseTTL }
-
 func newToken() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -13,15 +13,17 @@ type WorkKind int
 
 // Kinds of work.
 const (
-	WorkRoutine WorkKind = iota + 1 // a message's routine, one attempt
-	WorkHook                        // a hook routine
-	WorkRouter                      // the router AI command
+	WorkRoutine  WorkKind = iota + 1 // a message's routine, one attempt
+	WorkHook                         // a hook routine
+	WorkRouter                       // the router AI command
+	WorkPreCheck                     // a routine's readiness check
 )
 
 var workKinds = map[WorkKind]decreev1.AssignmentKind{
-	WorkRoutine: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE,
-	WorkHook:    decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK,
-	WorkRouter:  decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER,
+	WorkRoutine:  decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE,
+	WorkHook:     decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK,
+	WorkRouter:   decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER,
+	WorkPreCheck: decreev1.AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK,
 }
 
 // RoutineRef is the routine a piece of work runs, its file's content

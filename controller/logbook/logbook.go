@@ -113,13 +113,6 @@ func (b *Book) End(messageID string, attempt int) {
 	close(la.changed)
 }
 
-// Live reports whether the attempt is under way.
-func (b *Book) Live(messageID string, attempt int) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.live[attemptKey{messageID, attempt}] != nil
-}
-
 // openLocked returns the open file of k, opening it (and learning its size
 // from the disk, so a restarted controller continues where it stopped).
 func (b *Book) openLocked(k Key) (*logFile, error) {
@@ -175,6 +168,13 @@ func (b *Book) Append(k Key, offset uint64, data []byte) (uint64, error) {
 	}
 	b.notifyLocked(k)
 	return lf.size, nil
+}
+
+// Live reports whether an attempt is under way (its logs may still grow).
+func (b *Book) Live(messageID string, attempt int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live[attemptKey{messageID, attempt}] != nil
 }
 
 func (b *Book) isLiveLocked(k Key) bool { return b.live[attemptKey{k.MessageID, k.Attempt}] != nil }

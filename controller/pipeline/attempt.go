@@ -232,7 +232,9 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 			}
 		}
 	}
-	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before[name] })
+	// Only follow-up names: a message dropped into the inbox while the
+	// attempt ran belongs to nobody's attempt and stays queued.
+	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before[name] || !store.IsFollowUpName(name) })
 	move(filepath.Join(dot, layout.Outbox), func(string) bool { return false })
 }
 

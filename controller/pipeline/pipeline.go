@@ -306,7 +306,7 @@ func (p *Pipeline) Running() (id, routineName string, attempt int, ok bool) {
 
 // library returns the routine library for cfg.
 func (p *Pipeline) library(cfg *config.Config) routine.Library {
-	return Library(p.d.Store.Root(), cfg)
+	return routine.ProjectLibrary(p.d.Store.Root(), cfg)
 }
 
 // ErrNotFound is returned (wrapped) for unknown messages and runs.

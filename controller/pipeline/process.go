@@ -229,6 +229,7 @@ func (p *Pipeline) finishRun(ctx context.Context, run *store.Run, outcome string
 	if _, err := run.Finish(outcome); err != nil {
 		p.log.Error("write run.json", "message", run.ID(), "err", err)
 	}
+	p.prune(ctx)
 }
 
 // deadLetterUnrun dead-letters a message that never ran.

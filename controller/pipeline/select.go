@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/decreehq/decree/controller/lease"
@@ -15,15 +14,6 @@ import (
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 )
-
-// Library returns the routine library of a project under cfg.
-func Library(root string, cfg *config.Config) routine.Library {
-	shared := cfg.RoutineSource
-	if shared != "" && !filepath.IsAbs(shared) {
-		shared = filepath.Join(root, shared)
-	}
-	return routine.Library{Dir: layout.Path(root, layout.Routines), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
-}
 
 // chooseRoutine picks a message's routine: its own routine field, else the
 // spec's, else the router's answer, else default_routine ("develop"). A

@@ -122,9 +122,6 @@ func New(opts Options) (*Service, error) {
 	return &Service{opts: opts, log: log, published: map[string]*published{}}, nil
 }
 
-// MaxBlobSize is the upload limit in force.
-func (s *Service) MaxBlobSize() int64 { return s.opts.MaxBlobSize }
-
 // Publish makes the project tree's manifest tree available to workers,
 // together with the read-only context files under .decree/ (specs,
 // prompts, routines, router guide, configuration), until release is called

@@ -10,6 +10,7 @@ import (
 	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/routine"
 	"github.com/decreehq/decree/pkg/wiremanifest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -72,7 +73,7 @@ func Status(err error) error {
 		code = codes.DataLoss
 	case errors.Is(err, pipeline.ErrNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, routine.ErrRoutineNotFound), errors.Is(err, fs.ErrNotExist):
 		code = codes.NotFound
-	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy):
+	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy), errors.Is(err, config.ErrInvalid):
 		code = codes.FailedPrecondition
 	case errors.As(err, &gap):
 		code = codes.OutOfRange

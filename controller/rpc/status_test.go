@@ -9,6 +9,7 @@ import (
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc/codes"
@@ -31,6 +32,7 @@ func TestStatusCodes(t *testing.T) {
 	os.WriteFile(filepath.Join(layout.Path(root, layout.Runs, id), layout.StateFile), []byte("{torn"), 0o644)
 	_, damaged := st.OpenRun(id)
 	_, unknown := st.FindMessage("nope")
+	_, _, configErr := config.Parse("config.yml", []byte("max_retries: -3\n"))
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -41,6 +43,7 @@ func TestStatusCodes(t *testing.T) {
 		{"unknown message", unknown, codes.NotFound},
 		{"bad id", store.CheckID("../x"), codes.InvalidArgument},
 		{"no replica", ErrReplicaNotServed, codes.Unimplemented},
+		{"invalid config.yml", configErr, codes.FailedPrecondition},
 		{"slow watcher", fmt.Errorf("watch: %w", &events.SlowWatcherError{Resume: 7}), codes.ResourceExhausted},
 		{"already a status", status.Error(codes.Aborted, "x"), codes.Aborted},
 		{"anything else", errors.New("boom"), codes.Internal},

@@ -179,7 +179,7 @@ func (s *ControllerServer) validateSubmission(sub pipeline.Submission) error {
 	if err := fsutil.CheckName("routine", name); err != nil {
 		return status.Error(codes.InvalidArgument, stripSentinel(err))
 	}
-	lib := pipeline.Library(s.d.Store.Root(), cfg)
+	lib := routine.ProjectLibrary(s.d.Store.Root(), cfg)
 	rt, err := lib.Resolve(name)
 	if errors.Is(err, routine.ErrRoutineNotFound) {
 		return status.Errorf(codes.FailedPrecondition, "routine %q does not exist; available routines: %s", name, availableRoutines(lib, cfg))

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -40,11 +39,11 @@ func (s *ControllerServer) ListRoutines(ctx context.Context, req *decreev1.ListR
 	if err != nil {
 		return nil, Status(err)
 	}
-	entries, err := pipeline.Library(s.d.Store.Root(), cfg).List()
+	entries, err := routine.ProjectLibrary(s.d.Store.Root(), cfg).List()
 	if err != nil {
 		return nil, Status(err)
 	}
-	resp := &decreev1.ListRoutinesResponse{}
+	resp := &decreev1.ListRoutinesResponse{DefaultRoutine: cfg.DefaultRoutine}
 	for _, e := range entries {
 		settings := cfg.RoutineSettingsFor(e.Name, e.Shared)
 		enabled := routine.Enabled(e.Routine, cfg.Routines, cfg.SharedRoutines)

@@ -109,13 +109,6 @@ func Pick(entries []store.Entry, current string) int {
 	return best
 }
 
-// Current is the chain being processed ("" between chains).
-func (s *Scheduler) Current() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.current
-}
-
 // Next reads the inbox and returns the message to process. Unusable files
 // are dead-lettered (reason InvalidMessage) and messages with seq >=
 // MaxDepth too (reason MaxDepthExceeded); both are listed in Rejected. The

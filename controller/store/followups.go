@@ -19,6 +19,11 @@ import (
 // so that the files a routine adds can be told apart afterwards.
 type InboxSnapshot map[string]bool
 
+// IsFollowUpName reports whether an inbox file name has the shape of a
+// follow-up a routine writes, "<chain>-<seq>.md". Other names in the inbox
+// are messages queued by hand or by other tools, never an attempt's.
+func IsFollowUpName(name string) bool { return chainSeqShape.MatchString(name) }
+
 // SnapshotInbox records the inbox's message files.
 func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
 	ents, err := os.ReadDir(s.path(layout.Inbox))

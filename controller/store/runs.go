@@ -95,8 +95,9 @@ type RunState struct {
 	Outcome  string    `json:"outcome,omitempty"`
 	ExitCode int       `json:"exit_code"`
 	Ended    time.Time `json:"ended,omitzero"`
-	// Phase is free for the processing loop ("checkpointed", "reverting",
-	// ...) so it can resume a multi-step step after a crash.
+	// Phase is the processing loop's own marker of how far a multi-step
+	// ending got ("succeeded", "exhausted", "reverted"), so that it can
+	// finish it after a crash.
 	Phase string `json:"phase,omitempty"`
 }
 

@@ -38,12 +38,6 @@ func (c *Checkpointer) Diff(ctx context.Context, root string, before *Manifest) 
 	return diff, after, nil
 }
 
-// DiffManifests returns the diff between two manifests whose contents are
-// in the store (both produced by snapshots of this Checkpointer).
-func (c *Checkpointer) DiffManifests(ctx context.Context, before, after *Manifest) ([]byte, error) {
-	return c.diffManifests(ctx, "", before, after)
-}
-
 func (c *Checkpointer) diffManifests(ctx context.Context, root string, before, after *Manifest) ([]byte, error) {
 	var w bytes.Buffer
 	for _, ch := range Compare(before, after) {

@@ -184,9 +184,17 @@ func decodeIndex(data []byte, pack string) (map[[32]byte]packLoc, error) {
 	return out, nil
 }
 
-// Prune deletes every blob that none of the given manifests refers to:
-// loose blobs are removed, and packs holding dead blobs are rewritten with
-// their live blobs only. Call it only when no snapshot runs on this store.
+// Prune deletes blobs that none of the given manifests refers to, and
+// never a blob one of them refers to. Dead loose blobs are removed; a pack
+// whose blobs are all dead is deleted; a pack with live blobs is rewritten
+// with its live blobs only once its dead blobs make up at least half of its
+// bytes. Below that its dead blobs stay until more of the pack dies: a
+// snapshot of a large tree is one pack, and copying all of it whenever one
+// file changes would cost more than the space it frees. Dead data in packs
+// is so bounded by the live data. It returns the number of blobs removed.
+//
+// Call it only when no snapshot runs on this store and nobody reads a blob
+// that is not kept.
 func (s *Store) Prune(keep ...*Manifest) (removed int, err error) {
 	live := map[[32]byte]bool{}
 	for _, m := range keep {
@@ -241,12 +249,15 @@ func (s *Store) Prune(keep ...*Manifest) (removed int, err error) {
 			return removed, fmt.Errorf("prune object store: %s: %w", idxPath, err)
 		}
 		dead := 0
-		for k := range locs {
+		var deadBytes, total int64
+		for k, l := range locs {
+			total += l.length
 			if !live[k] {
 				dead++
+				deadBytes += l.length
 			}
 		}
-		if dead == 0 {
+		if dead == 0 || (dead < len(locs) && deadBytes*2 < total) {
 			continue
 		}
 		w := s.newPackWriter()

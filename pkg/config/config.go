@@ -117,13 +117,25 @@ func Load(path string) (*Config, []Warning, error) {
 	return Parse(path, data)
 }
 
+// ErrInvalid is matched (errors.Is) by every error that says config.yml
+// holds invalid values.
+var ErrInvalid = errors.New("invalid configuration")
+
+// InvalidError lists every invalid value of a config file.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+
+// Unwrap exposes the individual problems and ErrInvalid.
+func (e *InvalidError) Unwrap() []error { return []error{e.Err, ErrInvalid} }
+
 // Parse reads config data; path is used in messages only. On error the
 // returned Config is nil and the error lists every invalid value.
 func Parse(path string, data []byte) (*Config, []Warning, error) {
 	p := &parser{file: path, cfg: Default()}
 	p.parse(data)
 	if len(p.errs) > 0 {
-		return nil, p.warns, errors.Join(p.errs...)
+		return nil, p.warns, &InvalidError{Err: errors.Join(p.errs...)}
 	}
 	return p.cfg, p.warns, nil
 }

@@ -91,6 +91,7 @@ func TestParseKeys(t *testing.T) {
 		want  any
 	}{
 		{"commands.router", "commands:\n  router: claude -p\n", func(c *Config) any { return c.Commands.Router }, "claude -p"},
+		{"commands.ai_interactive", "commands:\n  ai_interactive: claude\n", func(c *Config) any { return c.Commands.AIInteractive }, "claude"},
 		{"max_retries", "max_retries: 5\n", func(c *Config) any { return c.MaxRetries }, 5},
 		{"max_attempts alias", "max_attempts: 7\n", func(c *Config) any { return c.MaxRetries }, 7},
 		{"both, same value", "max_retries: 4\nmax_attempts: 4\n", func(c *Config) any { return c.MaxRetries }, 4},

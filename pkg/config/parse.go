@@ -25,7 +25,7 @@ var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "
 	"routines", "shared_routines", "tree"}
 
 var (
-	commandKeys = []string{"router"}
+	commandKeys = []string{"router", "ai_interactive"}
 	hookKeys    = []string{"beforeAll", "afterAll", "beforeEach", "afterEach", "onDeadLetter"}
 	entryKeys   = []string{"enabled", "deprecated", "max_retries", "max_attempts", "timeout_s", "requires"}
 	treeKeys    = []string{"default_cli", "validate_cli", "retry_cli", "retry_count", "timeout_s", "clis"}
@@ -59,7 +59,12 @@ func (p *parser) parse(data []byte) {
 		switch key {
 		case "commands":
 			p.each(v, "commands", commandKeys, func(key string, _, v *yaml.Node) {
-				c.Commands.Router, _ = p.str(v, "commands.router", "a shell command")
+				switch key {
+				case "router":
+					c.Commands.Router, _ = p.str(v, "commands.router", "a shell command")
+				case "ai_interactive":
+					c.Commands.AIInteractive, _ = p.str(v, "commands.ai_interactive", "a shell command")
+				}
 			})
 		case "max_retries":
 			retries = v

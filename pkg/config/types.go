@@ -44,6 +44,10 @@ type Commands struct {
 	// Router is the AI command used to pick routines and derive message
 	// names; the prompt is passed on stdin. Empty disables the router.
 	Router string `yaml:"router"`
+	// AIInteractive starts the AI tool interactively; `decreectl prompt`
+	// runs it with the rendered prompt as its last argument. Empty means
+	// the first known AI tool on PATH.
+	AIInteractive string `yaml:"ai_interactive"`
 }
 
 // Hooks name routines (by routine name, resolved like any routine) to run at

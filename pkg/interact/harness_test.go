@@ -168,7 +168,7 @@ func (pt *ptyTerm) running() bool {
 }
 
 // askPipe runs Ask on plain in-memory input (not a terminal).
-func askPipe(t *testing.T, opts Options, input io.Reader) (*Answers, error, string) {
+func askPipe(t *testing.T, opts Options, input io.Reader) (*Answers, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
@@ -178,7 +178,7 @@ func askPipe(t *testing.T, opts Options, input io.Reader) (*Answers, error, stri
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Ask did not return on its own; output:\n%s", out.String())
 	}
-	return a, err, ansi.ReplaceAllString(out.String(), "")
+	return a, ansi.ReplaceAllString(out.String(), ""), err
 }
 
 func sampleRoutines() []Routine {

@@ -340,7 +340,7 @@ func TestCheckInputFile(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	t.Parallel()
-	if _, err, _ := askPipe(t, Options{}, strings.NewReader("")); err == nil || !strings.Contains(err.Error(), ".decree/routines") {
+	if _, _, err := askPipe(t, Options{}, strings.NewReader("")); err == nil || !strings.Contains(err.Error(), ".decree/routines") {
 		t.Errorf("no routines: err = %v", err)
 	}
 }

@@ -165,7 +165,7 @@ func TestNonTerminalInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a, err, out := askPipe(t, Options{Routines: sampleRoutines()}, strings.NewReader(tc.input))
+			a, out, err := askPipe(t, Options{Routines: sampleRoutines()}, strings.NewReader(tc.input))
 			if tc.wantEOF {
 				if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), tc.wantText) {
 					t.Fatalf("err = %v, want unexpected EOF at the %s", err, tc.wantText)

@@ -137,10 +137,7 @@ func (m *Message) Render() []byte {
 	var out bytes.Buffer
 	needBlock := m.HasFrontmatter || len(m.Fields) > 0
 	if !needBlock {
-		b := m.Body
-		if bytes.HasPrefix(b, bom) {
-			b = b[len(bom):]
-		}
+		b := bytes.TrimPrefix(m.Body, bom)
 		if _, ok := delimiterLine(b); ok {
 			needBlock = true
 		}

@@ -23,6 +23,9 @@ type Library struct {
 	SharedDir string
 	// NotebookSupport mirrors the notebook_support config flag.
 	NotebookSupport bool
+	// BuiltinDir is where Resolve writes the built-in routines it returns;
+	// empty means BuiltinDirName below the parent of Dir.
+	BuiltinDir string
 }
 
 // order returns the extensions tried for a bare name, most preferred first.
@@ -72,6 +75,9 @@ func (l Library) Resolve(name string) (Routine, error) {
 				return Routine{Name: stem, Path: abs(p), Format: format, Shared: d.shared}, nil
 			}
 		}
+		if rt, ok, err := l.resolveBuiltin(name); ok || err != nil {
+			return rt, err
+		}
 		return Routine{}, &NotFoundError{Name: name, Looked: looked}
 	}
 	for _, d := range l.dirs() {
@@ -87,6 +93,9 @@ func (l Library) Resolve(name string) (Routine, error) {
 				return Routine{Name: name, Path: abs(p), Format: format, Shared: d.shared}, nil
 			}
 		}
+	}
+	if rt, ok, err := l.resolveBuiltin(name); ok || err != nil {
+		return rt, err
 	}
 	nf := &NotFoundError{Name: name, Looked: looked}
 	if !l.NotebookSupport {

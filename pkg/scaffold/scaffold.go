@@ -1,7 +1,10 @@
 // Package scaffold lays down a new project's .decree/ directory: the
 // configuration, the router instructions, the ignore file, prompt templates
-// and the default develop and rust-develop routines wired to the AI command
-// line tool found on PATH. It never overwrites a file that already exists,
+// for `decreectl prompt` (spec: writing a spec, routine: writing a routine,
+// review: reviewing the migrations) and the default develop and
+// rust-develop routines wired to the AI command line tool found on PATH.
+// The routines implement decree's pre-check (DECREE_PRE_CHECK=true): they
+// are ready when the AI tool (and, for rust-develop, cargo) is on PATH. It never overwrites a file that already exists,
 // so running it again only fills in what is missing.
 package scaffold
 
@@ -31,13 +34,16 @@ type AITool struct {
 	Invoke string
 	// Router is the router command: prompt on stdin, answer on stdout.
 	Router string
+	// Interactive starts the tool for a conversation; the first prompt is
+	// added as its last argument (commands.ai_interactive).
+	Interactive string
 }
 
 // KnownTools are the AI tools init detects, in order of preference.
 var KnownTools = []AITool{
-	{Name: "claude", Invoke: `claude -p "$1"`, Router: `claude -p "$(cat)"`},
-	{Name: "opencode", Invoke: `opencode run "$1"`, Router: `opencode run "$(cat)"`},
-	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Router: `copilot -p "$(cat)"`},
+	{Name: "claude", Invoke: `claude -p "$1"`, Router: `claude -p "$(cat)"`, Interactive: "claude"},
+	{Name: "opencode", Invoke: `opencode run "$1"`, Router: `opencode run "$(cat)"`, Interactive: "opencode --prompt"},
+	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Router: `copilot -p "$(cat)"`, Interactive: "copilot -i"},
 }
 
 // Options tune Init.
@@ -113,6 +119,13 @@ func Init(root string, opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// DetectTool returns the first of KnownTools on PATH (look nil means
+// exec.LookPath); ok is false when none is.
+func DetectTool(look func(string) (string, error)) (AITool, bool) {
+	t, _ := pickTool(Options{LookPath: look})
+	return t, t.Name != ""
+}
+
 func pickTool(opts Options) (AITool, error) {
 	look := opts.LookPath
 	if look == nil {
@@ -139,25 +152,35 @@ func pickTool(opts Options) (AITool, error) {
 }
 
 type tmplData struct {
-	Router     string
-	AIFunction string
+	Router      string
+	Interactive string
+	AIFunction  string
+	// PreCheck is the bash of a routine's pre-check that fails when the
+	// AI tool cannot be called.
+	PreCheck string
 }
 
 func templateData(t AITool) tmplData {
 	if t.Name == "" {
 		return tmplData{
-			Router: `""`,
+			Router:      `""`,
+			Interactive: `""`,
 			AIFunction: `# No AI tool (claude, opencode, copilot) was on PATH when this file was
 # written. Replace the body of ai() with the command that runs one prompt.
 ai() {
   echo "no AI tool configured: edit ${BASH_SOURCE[0]} and make ai() call your tool" >&2
   return 1
 }`,
+			PreCheck: `  # Replace this line by a check for your tool when you edit ai().
+  echo "no AI tool configured: make ai() in ${BASH_SOURCE[0]} call your tool"; exit 1`,
 		}
 	}
 	return tmplData{
-		Router:     yamlQuote(t.Router),
-		AIFunction: fmt.Sprintf("# Runs one prompt with %s, headless.\nai() { %s; }", t.Name, t.Invoke),
+		Router:      yamlQuote(t.Router),
+		Interactive: yamlQuote(t.Interactive),
+		AIFunction:  fmt.Sprintf("# Runs one prompt with %s, headless.\nai() { %s; }", t.Name, t.Invoke),
+		PreCheck: fmt.Sprintf(`  command -v %s >/dev/null 2>&1 || { echo "%s is not on PATH; install it or make ai() in ${BASH_SOURCE[0]} call another tool"; exit 1; }`,
+			t.Name, t.Name),
 	}
 }
 

@@ -147,6 +147,8 @@ func newRoot(g *globals) *cobra.Command {
 		newRoutinesCmd(g),
 		newWorkersCmd(g),
 		newRoutineSyncCmd(g),
+		newPromptCmd(g),
+		newSkillCmd(g),
 	)
 	return root
 }

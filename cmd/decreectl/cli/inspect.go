@@ -5,6 +5,9 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/cobra"
@@ -32,8 +35,12 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return describe(err)
 			}
+			dead, err := s.client.GetDeadLetterStats(cmd.Context(), &decreev1.GetDeadLetterStatsRequest{})
+			if err != nil {
+				return describe(err)
+			}
 			if g.output == "json" {
-				return g.printJSON(st)
+				return g.printJSONWith(st, map[string]proto.Message{"deadLetters": dead})
 			}
 			running := "-"
 			if r := st.GetRunning(); r != nil {
@@ -44,6 +51,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
+			fmt.Fprintf(g.stdout, "dead        %s\n", deadLetterLine(dead, time.Now()))
 			return nil
 		}),
 	}
@@ -182,12 +190,15 @@ func newRequeueCmd(g *globals) *cobra.Command {
 }
 
 func newRoutinesCmd(g *globals) *cobra.Command {
-	var all bool
+	var all, check bool
 	cmd := &cobra.Command{
 		Use:   "routines",
 		Short: "List routines with their descriptions and parameters",
 		Args:  cobra.NoArgs,
 		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
+			if check {
+				return g.checkRoutines(cmd.Context(), s)
+			}
 			resp, err := s.client.ListRoutines(cmd.Context(), &decreev1.ListRoutinesRequest{All: all})
 			if err != nil {
 				return describe(err)
@@ -226,6 +237,7 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include disabled and deprecated routines")
+	cmd.Flags().BoolVar(&check, "check", false, "run every enabled routine's pre-check on a worker (DECREE_PRE_CHECK=true); exit 3 when one fails")
 	return cmd
 }
 

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 
-	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/interact"
-	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // askInteractive walks a person through a new message (spec 07's
-// interactive mode): the routines come from the controller, the default
-// routine from the local config when the project is local.
+// interactive mode): the routines and the default routine come from the
+// controller.
 func (g *globals) askInteractive(ctx context.Context, s *session) (*interact.Answers, []*decreev1.Field, error) {
 	resp, err := s.client.ListRoutines(ctx, &decreev1.ListRoutinesRequest{})
 	if err != nil {
@@ -28,11 +26,8 @@ func (g *globals) askInteractive(ctx context.Context, s *session) (*interact.Ans
 		}
 		routines = append(routines, ir)
 	}
-	opts := interact.Options{Routines: routines, ProjectRoot: s.root, In: g.stdin, Out: g.stdout, Logger: g.log}
+	opts := interact.Options{Routines: routines, DefaultRoutine: resp.GetDefaultRoutine(), ProjectRoot: s.root, In: g.stdin, Out: g.stdout, Logger: g.log}
 	if s.root != "" {
-		if cfg, _, err := config.Load(layout.Path(s.root, layout.Config)); err == nil {
-			opts.DefaultRoutine = cfg.DefaultRoutine
-		}
 		opts.CheckInputFile = func(p string) error {
 			_, err := resolveInputFile(s.root, p)
 			return err

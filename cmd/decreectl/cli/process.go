@@ -32,6 +32,9 @@ When a migration dead-letters, process stops and exits 1
 			if err != nil {
 				return describe(err)
 			}
+			if dryRun {
+				return g.dryRunProcess(ctx, s, resp)
+			}
 			pending := 0
 			for _, m := range resp.GetMigrations() {
 				if !m.GetProcessed() {
@@ -71,7 +74,7 @@ When a migration dead-letters, process stops and exits 1
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the migrations and what would run, change nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations with their routine and its pre-check (PASS / FAIL: reason; exit 3 when one fails); change nothing")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not stream routine output")
 	return cmd
 }

@@ -2,12 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"github.com/decreehq/decree/pkg/interact"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/decreehq/decree/pkg/interact"
 
 	"github.com/decreehq/decree/pkg/fsutil"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"

@@ -76,12 +76,6 @@ func LoadRules(root, dir string, parent *Rules) (*Rules, error) {
 	return r, nil
 }
 
-// ParseRules builds rules for directory dir from the contents of its ignore
-// files (either may be nil), chained to parent. It reads nothing from disk.
-func ParseRules(dir string, gitignore, decreeignore []byte, parent *Rules) *Rules {
-	return &Rules{parent: parent, base: dir, git: parsePatterns(gitignore), decree: parsePatterns(decreeignore)}
-}
-
 func readPatterns(root, dir, name string) ([]pattern, error) {
 	p := filepath.Join(root, filepath.FromSlash(dir), name)
 	fi, err := os.Lstat(p)
@@ -135,13 +129,6 @@ type Matcher struct {
 // NewMatcher returns a Matcher for the tree at root.
 func NewMatcher(root string) *Matcher {
 	return &Matcher{root: root, dirs: map[string]*Rules{}}
-}
-
-// Reset forgets every cached ignore file.
-func (m *Matcher) Reset() {
-	m.mu.Lock()
-	m.dirs = map[string]*Rules{}
-	m.mu.Unlock()
 }
 
 // Ignored reports whether rel (slash-separated, relative to the root) is

@@ -45,10 +45,6 @@ func dowild(p, text string) wmResult {
 			if tch != p[pi] {
 				return wmNoMatch
 			}
-		default:
-			if tch != pch {
-				return wmNoMatch
-			}
 		case '?':
 			if tch == '/' {
 				return wmNoMatch
@@ -134,7 +130,6 @@ func dowild(p, text string) wmResult {
 				if pi >= len(p) {
 					return wmAbortAll
 				}
-				pch = p[pi]
 			}
 			var prev byte
 			matched := false
@@ -208,6 +203,10 @@ func dowild(p, text string) wmResult {
 				}
 			}
 			if matched == negated || tch == '/' {
+				return wmNoMatch
+			}
+		default:
+			if tch != pch {
 				return wmNoMatch
 			}
 		}

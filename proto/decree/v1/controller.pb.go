@@ -1443,9 +1443,12 @@ func (x *ListRoutinesRequest) GetAll() bool {
 type ListRoutinesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The routines.
-	Routines      []*RoutineInfo `protobuf:"bytes,1,rep,name=routines,proto3" json:"routines,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Routines []*RoutineInfo `protobuf:"bytes,1,rep,name=routines,proto3" json:"routines,omitempty"`
+	// The routine a message runs when nothing else names one
+	// (default_routine in config.yml).
+	DefaultRoutine string `protobuf:"bytes,2,opt,name=default_routine,json=defaultRoutine,proto3" json:"default_routine,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListRoutinesResponse) Reset() {
@@ -1485,6 +1488,126 @@ func (x *ListRoutinesResponse) GetRoutines() []*RoutineInfo {
 	return nil
 }
 
+func (x *ListRoutinesResponse) GetDefaultRoutine() string {
+	if x != nil {
+		return x.DefaultRoutine
+	}
+	return ""
+}
+
+// SyncRoutinesRequest has no options.
+type SyncRoutinesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRoutinesRequest) Reset() {
+	*x = SyncRoutinesRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRoutinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRoutinesRequest) ProtoMessage() {}
+
+func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRoutinesRequest.ProtoReflect.Descriptor instead.
+func (*SyncRoutinesRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
+}
+
+// SyncRoutinesResponse says what the sync changed; all lists are sorted and
+// empty when the registry was already up to date.
+type SyncRoutinesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Project routines newly registered (enabled).
+	Added []string `protobuf:"bytes,1,rep,name=added,proto3" json:"added,omitempty"`
+	// Shared routines newly registered (disabled until enabled in config.yml).
+	AddedShared []string `protobuf:"bytes,2,rep,name=added_shared,json=addedShared,proto3" json:"added_shared,omitempty"`
+	// Entries whose file is gone, now marked deprecated; shared ones carry a
+	// "shared:" prefix.
+	Deprecated []string `protobuf:"bytes,3,rep,name=deprecated,proto3" json:"deprecated,omitempty"`
+	// Deprecated entries whose file came back; shared ones carry a "shared:"
+	// prefix.
+	Restored      []string `protobuf:"bytes,4,rep,name=restored,proto3" json:"restored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRoutinesResponse) Reset() {
+	*x = SyncRoutinesResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRoutinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRoutinesResponse) ProtoMessage() {}
+
+func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRoutinesResponse.ProtoReflect.Descriptor instead.
+func (*SyncRoutinesResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SyncRoutinesResponse) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *SyncRoutinesResponse) GetAddedShared() []string {
+	if x != nil {
+		return x.AddedShared
+	}
+	return nil
+}
+
+func (x *SyncRoutinesResponse) GetDeprecated() []string {
+	if x != nil {
+		return x.Deprecated
+	}
+	return nil
+}
+
+func (x *SyncRoutinesResponse) GetRestored() []string {
+	if x != nil {
+		return x.Restored
+	}
+	return nil
+}
+
 // RequeueMessageRequest names a dead letter.
 type RequeueMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1496,7 +1619,7 @@ type RequeueMessageRequest struct {
 
 func (x *RequeueMessageRequest) Reset() {
 	*x = RequeueMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1631,7 @@ func (x *RequeueMessageRequest) String() string {
 func (*RequeueMessageRequest) ProtoMessage() {}
 
 func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1644,7 @@ func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageRequest.ProtoReflect.Descriptor instead.
 func (*RequeueMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RequeueMessageRequest) GetId() string {
@@ -1542,7 +1665,7 @@ type RequeueMessageResponse struct {
 
 func (x *RequeueMessageResponse) Reset() {
 	*x = RequeueMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1677,7 @@ func (x *RequeueMessageResponse) String() string {
 func (*RequeueMessageResponse) ProtoMessage() {}
 
 func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1690,7 @@ func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageResponse.ProtoReflect.Descriptor instead.
 func (*RequeueMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RequeueMessageResponse) GetMessage() *MessageInfo {
@@ -1590,7 +1713,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1725,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1738,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelMessageRequest) GetId() string {
@@ -1643,7 +1766,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1778,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1791,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelMessageResponse) GetMessage() *MessageInfo {
@@ -1689,7 +1812,7 @@ type RevertMessageRequest struct {
 
 func (x *RevertMessageRequest) Reset() {
 	*x = RevertMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1824,7 @@ func (x *RevertMessageRequest) String() string {
 func (*RevertMessageRequest) ProtoMessage() {}
 
 func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1837,7 @@ func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageRequest.ProtoReflect.Descriptor instead.
 func (*RevertMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RevertMessageRequest) GetId() string {
@@ -1735,7 +1858,7 @@ type RevertMessageResponse struct {
 
 func (x *RevertMessageResponse) Reset() {
 	*x = RevertMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1870,7 @@ func (x *RevertMessageResponse) String() string {
 func (*RevertMessageResponse) ProtoMessage() {}
 
 func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1883,7 @@ func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageResponse.ProtoReflect.Descriptor instead.
 func (*RevertMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RevertMessageResponse) GetPaths() []string {
@@ -1779,7 +1902,7 @@ type ListCronEntriesRequest struct {
 
 func (x *ListCronEntriesRequest) Reset() {
 	*x = ListCronEntriesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1914,7 @@ func (x *ListCronEntriesRequest) String() string {
 func (*ListCronEntriesRequest) ProtoMessage() {}
 
 func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1927,7 @@ func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 // CronEntry is one file of .decree/cron/.
@@ -1830,7 +1953,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1965,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1978,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CronEntry) GetFile() string {
@@ -1918,7 +2041,7 @@ type ListCronEntriesResponse struct {
 
 func (x *ListCronEntriesResponse) Reset() {
 	*x = ListCronEntriesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2053,7 @@ func (x *ListCronEntriesResponse) String() string {
 func (*ListCronEntriesResponse) ProtoMessage() {}
 
 func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2066,7 @@ func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListCronEntriesResponse) GetEntries() []*CronEntry {
@@ -1962,7 +2085,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2097,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2110,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 // WorkerInfo describes a worker.
@@ -2017,7 +2140,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2152,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2165,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2119,7 +2242,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2254,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2267,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2163,7 +2286,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2298,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2311,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 // GetStatusResponse summarises the project.
@@ -2218,7 +2341,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2353,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2366,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetStatusResponse) GetProjectDir() string {
@@ -2307,6 +2430,304 @@ func (x *GetStatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+// CheckRoutinesRequest says which pre-checks to run. The selections add up;
+// a routine named twice is checked once per target.
+type CheckRoutinesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Routines to check, by name.
+	Routines []string `protobuf:"bytes,1,rep,name=routines,proto3" json:"routines,omitempty"`
+	// Check every enabled routine of the registry.
+	AllEnabled bool `protobuf:"varint,2,opt,name=all_enabled,json=allEnabled,proto3" json:"all_enabled,omitempty"`
+	// Check each pending migration with the routine it would run: its spec's
+	// routine field, else default_routine (the router AI is not asked).
+	PendingMigrations bool `protobuf:"varint,3,opt,name=pending_migrations,json=pendingMigrations,proto3" json:"pending_migrations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CheckRoutinesRequest) Reset() {
+	*x = CheckRoutinesRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRoutinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRoutinesRequest) ProtoMessage() {}
+
+func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
+func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CheckRoutinesRequest) GetRoutines() []string {
+	if x != nil {
+		return x.Routines
+	}
+	return nil
+}
+
+func (x *CheckRoutinesRequest) GetAllEnabled() bool {
+	if x != nil {
+		return x.AllEnabled
+	}
+	return false
+}
+
+func (x *CheckRoutinesRequest) GetPendingMigrations() bool {
+	if x != nil {
+		return x.PendingMigrations
+	}
+	return false
+}
+
+// PreCheckResult is the outcome of one pre-check.
+type PreCheckResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The routine checked.
+	Routine string `protobuf:"bytes,1,opt,name=routine,proto3" json:"routine,omitempty"`
+	// The migration file (relative to the migrations directory) it was
+	// checked for, when checking pending migrations.
+	Migration string `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	// The pre-check exited 0.
+	Ready bool `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Why it is not ready: the pre-check's output, or why it could not run.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The pre-check's exit code (-1 when it could not run).
+	ExitCode int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// The routine has no pre-check (its file never mentions
+	// DECREE_PRE_CHECK), so nothing ran and it counts as ready.
+	NoPreCheck    bool `protobuf:"varint,6,opt,name=no_pre_check,json=noPreCheck,proto3" json:"no_pre_check,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreCheckResult) Reset() {
+	*x = PreCheckResult{}
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreCheckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreCheckResult) ProtoMessage() {}
+
+func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
+func (*PreCheckResult) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PreCheckResult) GetRoutine() string {
+	if x != nil {
+		return x.Routine
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetMigration() string {
+	if x != nil {
+		return x.Migration
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *PreCheckResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *PreCheckResult) GetNoPreCheck() bool {
+	if x != nil {
+		return x.NoPreCheck
+	}
+	return false
+}
+
+// CheckRoutinesResponse lists the results in request order: named routines,
+// then enabled ones by name, then migrations in processing order.
+type CheckRoutinesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per target.
+	Results       []*PreCheckResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRoutinesResponse) Reset() {
+	*x = CheckRoutinesResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRoutinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRoutinesResponse) ProtoMessage() {}
+
+func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
+func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// GetDeadLetterStatsRequest has no fields.
+type GetDeadLetterStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterStatsRequest) Reset() {
+	*x = GetDeadLetterStatsRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterStatsRequest) ProtoMessage() {}
+
+func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{43}
+}
+
+// GetDeadLetterStatsResponse summarises inbox/dead/.
+type GetDeadLetterStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages in inbox/dead/.
+	Count int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// When the oldest of them was dead-lettered (unset when there is none).
+	OldestTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=oldest_time,json=oldestTime,proto3" json:"oldest_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterStatsResponse) Reset() {
+	*x = GetDeadLetterStatsResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterStatsResponse) ProtoMessage() {}
+
+func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GetDeadLetterStatsResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *GetDeadLetterStatsResponse) GetOldestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestTime
+	}
+	return nil
 }
 
 var File_decree_v1_controller_proto protoreflect.FileDescriptor
@@ -2403,9 +2824,18 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\"'\n" +
 	"\x13ListRoutinesRequest\x12\x10\n" +
-	"\x03all\x18\x01 \x01(\bR\x03all\"J\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\"s\n" +
 	"\x14ListRoutinesResponse\x122\n" +
-	"\broutines\x18\x01 \x03(\v2\x16.decree.v1.RoutineInfoR\broutines\"'\n" +
+	"\broutines\x18\x01 \x03(\v2\x16.decree.v1.RoutineInfoR\broutines\x12'\n" +
+	"\x0fdefault_routine\x18\x02 \x01(\tR\x0edefaultRoutine\"\x15\n" +
+	"\x13SyncRoutinesRequest\"\x8b\x01\n" +
+	"\x14SyncRoutinesResponse\x12\x14\n" +
+	"\x05added\x18\x01 \x03(\tR\x05added\x12!\n" +
+	"\fadded_shared\x18\x02 \x03(\tR\vaddedShared\x12\x1e\n" +
+	"\n" +
+	"deprecated\x18\x03 \x03(\tR\n" +
+	"deprecated\x12\x1a\n" +
+	"\brestored\x18\x04 \x03(\tR\brestored\"'\n" +
 	"\x15RequeueMessageRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"J\n" +
 	"\x16RequeueMessageResponse\x120\n" +
@@ -2458,8 +2888,27 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x14migrations_processed\x18\x06 \x01(\x05R\x13migrationsProcessed\x12-\n" +
 	"\x12migrations_pending\x18\a \x01(\x05R\x11migrationsPending\x12+\n" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion2\xe4\n" +
-	"\n" +
+	"\aversion\x18\t \x01(\tR\aversion\"\x82\x01\n" +
+	"\x14CheckRoutinesRequest\x12\x1a\n" +
+	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
+	"\vall_enabled\x18\x02 \x01(\bR\n" +
+	"allEnabled\x12-\n" +
+	"\x12pending_migrations\x18\x03 \x01(\bR\x11pendingMigrations\"\xb5\x01\n" +
+	"\x0ePreCheckResult\x12\x18\n" +
+	"\aroutine\x18\x01 \x01(\tR\aroutine\x12\x1c\n" +
+	"\tmigration\x18\x02 \x01(\tR\tmigration\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12 \n" +
+	"\fno_pre_check\x18\x06 \x01(\bR\n" +
+	"noPreCheck\"L\n" +
+	"\x15CheckRoutinesResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.decree.v1.PreCheckResultR\aresults\"\x1b\n" +
+	"\x19GetDeadLetterStatsRequest\"o\n" +
+	"\x1aGetDeadLetterStatsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12;\n" +
+	"\voldest_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"oldestTime2\xec\f\n" +
 	"\x11ControllerService\x12R\n" +
 	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12Q\n" +
 	"\fWatchMessage\x12\x1e.decree.v1.WatchMessageRequest\x1a\x1f.decree.v1.WatchMessageResponse0\x01\x12^\n" +
@@ -2472,13 +2921,16 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\bListRuns\x12\x1a.decree.v1.ListRunsRequest\x1a\x1b.decree.v1.ListRunsResponse\x12=\n" +
 	"\x06GetRun\x12\x18.decree.v1.GetRunRequest\x1a\x19.decree.v1.GetRunResponse\x12N\n" +
 	"\vGetArtifact\x12\x1d.decree.v1.GetArtifactRequest\x1a\x1e.decree.v1.GetArtifactResponse0\x01\x12O\n" +
-	"\fListRoutines\x12\x1e.decree.v1.ListRoutinesRequest\x1a\x1f.decree.v1.ListRoutinesResponse\x12U\n" +
+	"\fListRoutines\x12\x1e.decree.v1.ListRoutinesRequest\x1a\x1f.decree.v1.ListRoutinesResponse\x12O\n" +
+	"\fSyncRoutines\x12\x1e.decree.v1.SyncRoutinesRequest\x1a\x1f.decree.v1.SyncRoutinesResponse\x12U\n" +
 	"\x0eRequeueMessage\x12 .decree.v1.RequeueMessageRequest\x1a!.decree.v1.RequeueMessageResponse\x12R\n" +
 	"\rCancelMessage\x12\x1f.decree.v1.CancelMessageRequest\x1a .decree.v1.CancelMessageResponse\x12R\n" +
 	"\rRevertMessage\x12\x1f.decree.v1.RevertMessageRequest\x1a .decree.v1.RevertMessageResponse\x12X\n" +
 	"\x0fListCronEntries\x12!.decree.v1.ListCronEntriesRequest\x1a\".decree.v1.ListCronEntriesResponse\x12L\n" +
 	"\vListWorkers\x12\x1d.decree.v1.ListWorkersRequest\x1a\x1e.decree.v1.ListWorkersResponse\x12F\n" +
-	"\tGetStatus\x12\x1b.decree.v1.GetStatusRequest\x1a\x1c.decree.v1.GetStatusResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
+	"\tGetStatus\x12\x1b.decree.v1.GetStatusRequest\x1a\x1c.decree.v1.GetStatusResponse\x12R\n" +
+	"\rCheckRoutines\x12\x1f.decree.v1.CheckRoutinesRequest\x1a .decree.v1.CheckRoutinesResponse\x12a\n" +
+	"\x12GetDeadLetterStats\x12$.decree.v1.GetDeadLetterStatsRequest\x1a%.decree.v1.GetDeadLetterStatsResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
 
 var (
 	file_decree_v1_controller_proto_rawDescOnce sync.Once
@@ -2492,120 +2944,135 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_decree_v1_controller_proto_goTypes = []any{
-	(*SubmitMessageRequest)(nil),      // 0: decree.v1.SubmitMessageRequest
-	(*SubmitMessageResponse)(nil),     // 1: decree.v1.SubmitMessageResponse
-	(*WatchMessageRequest)(nil),       // 2: decree.v1.WatchMessageRequest
-	(*MessageOutcome)(nil),            // 3: decree.v1.MessageOutcome
-	(*WatchMessageResponse)(nil),      // 4: decree.v1.WatchMessageResponse
-	(*ProcessMigrationsRequest)(nil),  // 5: decree.v1.ProcessMigrationsRequest
-	(*Migration)(nil),                 // 6: decree.v1.Migration
-	(*ProcessMigrationsResponse)(nil), // 7: decree.v1.ProcessMigrationsResponse
-	(*WatchEventsRequest)(nil),        // 8: decree.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 9: decree.v1.WatchEventsResponse
-	(*WatchLogsRequest)(nil),          // 10: decree.v1.WatchLogsRequest
-	(*WatchLogsResponse)(nil),         // 11: decree.v1.WatchLogsResponse
-	(*ListMessagesRequest)(nil),       // 12: decree.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),      // 13: decree.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),         // 14: decree.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),        // 15: decree.v1.GetMessageResponse
-	(*ListRunsRequest)(nil),           // 16: decree.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),          // 17: decree.v1.ListRunsResponse
-	(*GetRunRequest)(nil),             // 18: decree.v1.GetRunRequest
-	(*GetRunResponse)(nil),            // 19: decree.v1.GetRunResponse
-	(*GetArtifactRequest)(nil),        // 20: decree.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),       // 21: decree.v1.GetArtifactResponse
-	(*ListRoutinesRequest)(nil),       // 22: decree.v1.ListRoutinesRequest
-	(*ListRoutinesResponse)(nil),      // 23: decree.v1.ListRoutinesResponse
-	(*RequeueMessageRequest)(nil),     // 24: decree.v1.RequeueMessageRequest
-	(*RequeueMessageResponse)(nil),    // 25: decree.v1.RequeueMessageResponse
-	(*CancelMessageRequest)(nil),      // 26: decree.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),     // 27: decree.v1.CancelMessageResponse
-	(*RevertMessageRequest)(nil),      // 28: decree.v1.RevertMessageRequest
-	(*RevertMessageResponse)(nil),     // 29: decree.v1.RevertMessageResponse
-	(*ListCronEntriesRequest)(nil),    // 30: decree.v1.ListCronEntriesRequest
-	(*CronEntry)(nil),                 // 31: decree.v1.CronEntry
-	(*ListCronEntriesResponse)(nil),   // 32: decree.v1.ListCronEntriesResponse
-	(*ListWorkersRequest)(nil),        // 33: decree.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 34: decree.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 35: decree.v1.ListWorkersResponse
-	(*GetStatusRequest)(nil),          // 36: decree.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),         // 37: decree.v1.GetStatusResponse
-	nil,                               // 38: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                     // 39: decree.v1.Field
-	(*MessageInfo)(nil),               // 40: decree.v1.MessageInfo
-	(MessageState)(0),                 // 41: decree.v1.MessageState
-	(*Event)(nil),                     // 42: decree.v1.Event
-	(*LogChunk)(nil),                  // 43: decree.v1.LogChunk
-	(*RunInfo)(nil),                   // 44: decree.v1.RunInfo
-	(*RoutineInfo)(nil),               // 45: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),     // 46: google.protobuf.Timestamp
+	(*SubmitMessageRequest)(nil),       // 0: decree.v1.SubmitMessageRequest
+	(*SubmitMessageResponse)(nil),      // 1: decree.v1.SubmitMessageResponse
+	(*WatchMessageRequest)(nil),        // 2: decree.v1.WatchMessageRequest
+	(*MessageOutcome)(nil),             // 3: decree.v1.MessageOutcome
+	(*WatchMessageResponse)(nil),       // 4: decree.v1.WatchMessageResponse
+	(*ProcessMigrationsRequest)(nil),   // 5: decree.v1.ProcessMigrationsRequest
+	(*Migration)(nil),                  // 6: decree.v1.Migration
+	(*ProcessMigrationsResponse)(nil),  // 7: decree.v1.ProcessMigrationsResponse
+	(*WatchEventsRequest)(nil),         // 8: decree.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),        // 9: decree.v1.WatchEventsResponse
+	(*WatchLogsRequest)(nil),           // 10: decree.v1.WatchLogsRequest
+	(*WatchLogsResponse)(nil),          // 11: decree.v1.WatchLogsResponse
+	(*ListMessagesRequest)(nil),        // 12: decree.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 13: decree.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 14: decree.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 15: decree.v1.GetMessageResponse
+	(*ListRunsRequest)(nil),            // 16: decree.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),           // 17: decree.v1.ListRunsResponse
+	(*GetRunRequest)(nil),              // 18: decree.v1.GetRunRequest
+	(*GetRunResponse)(nil),             // 19: decree.v1.GetRunResponse
+	(*GetArtifactRequest)(nil),         // 20: decree.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),        // 21: decree.v1.GetArtifactResponse
+	(*ListRoutinesRequest)(nil),        // 22: decree.v1.ListRoutinesRequest
+	(*ListRoutinesResponse)(nil),       // 23: decree.v1.ListRoutinesResponse
+	(*SyncRoutinesRequest)(nil),        // 24: decree.v1.SyncRoutinesRequest
+	(*SyncRoutinesResponse)(nil),       // 25: decree.v1.SyncRoutinesResponse
+	(*RequeueMessageRequest)(nil),      // 26: decree.v1.RequeueMessageRequest
+	(*RequeueMessageResponse)(nil),     // 27: decree.v1.RequeueMessageResponse
+	(*CancelMessageRequest)(nil),       // 28: decree.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 29: decree.v1.CancelMessageResponse
+	(*RevertMessageRequest)(nil),       // 30: decree.v1.RevertMessageRequest
+	(*RevertMessageResponse)(nil),      // 31: decree.v1.RevertMessageResponse
+	(*ListCronEntriesRequest)(nil),     // 32: decree.v1.ListCronEntriesRequest
+	(*CronEntry)(nil),                  // 33: decree.v1.CronEntry
+	(*ListCronEntriesResponse)(nil),    // 34: decree.v1.ListCronEntriesResponse
+	(*ListWorkersRequest)(nil),         // 35: decree.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                 // 36: decree.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),        // 37: decree.v1.ListWorkersResponse
+	(*GetStatusRequest)(nil),           // 38: decree.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),          // 39: decree.v1.GetStatusResponse
+	(*CheckRoutinesRequest)(nil),       // 40: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),             // 41: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),      // 42: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),  // 43: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil), // 44: decree.v1.GetDeadLetterStatsResponse
+	nil,                                // 45: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                      // 46: decree.v1.Field
+	(*MessageInfo)(nil),                // 47: decree.v1.MessageInfo
+	(MessageState)(0),                  // 48: decree.v1.MessageState
+	(*Event)(nil),                      // 49: decree.v1.Event
+	(*LogChunk)(nil),                   // 50: decree.v1.LogChunk
+	(*RunInfo)(nil),                    // 51: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                // 52: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),      // 53: google.protobuf.Timestamp
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	39, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	40, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
-	41, // 2: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
-	42, // 3: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
-	43, // 4: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	46, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	47, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	48, // 2: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
+	49, // 3: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	50, // 4: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
 	3,  // 5: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
 	6,  // 6: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	42, // 7: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	43, // 8: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	41, // 9: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	40, // 10: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	40, // 11: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	44, // 12: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	44, // 13: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	45, // 14: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	40, // 15: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	40, // 16: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	46, // 17: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	46, // 18: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
-	31, // 19: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	38, // 20: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	46, // 21: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	34, // 22: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	40, // 23: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	0,  // 24: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 25: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	5,  // 26: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	8,  // 27: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	10, // 28: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	12, // 29: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	14, // 30: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	16, // 31: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	18, // 32: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	20, // 33: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	22, // 34: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	24, // 35: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	26, // 36: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	28, // 37: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	30, // 38: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	33, // 39: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	36, // 40: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	1,  // 41: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 42: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	7,  // 43: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	9,  // 44: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	11, // 45: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	13, // 46: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	15, // 47: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	17, // 48: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	19, // 49: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	21, // 50: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	23, // 51: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	25, // 52: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	27, // 53: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	29, // 54: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	32, // 55: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	35, // 56: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	37, // 57: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	41, // [41:58] is the sub-list for method output_type
-	24, // [24:41] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	49, // 7: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	50, // 8: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	48, // 9: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	47, // 10: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	47, // 11: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	51, // 12: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	51, // 13: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	52, // 14: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	47, // 15: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	47, // 16: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	53, // 17: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	53, // 18: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	33, // 19: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
+	45, // 20: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	53, // 21: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	36, // 22: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
+	47, // 23: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	41, // 24: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	53, // 25: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 26: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 27: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	5,  // 28: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	8,  // 29: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	10, // 30: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	12, // 31: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	14, // 32: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	16, // 33: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	18, // 34: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	20, // 35: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	22, // 36: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	24, // 37: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	26, // 38: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	28, // 39: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	30, // 40: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	32, // 41: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	35, // 42: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	38, // 43: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	40, // 44: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	43, // 45: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 46: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 47: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	7,  // 48: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	9,  // 49: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	11, // 50: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	13, // 51: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	15, // 52: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	17, // 53: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	19, // 54: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	21, // 55: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	23, // 56: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	25, // 57: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	27, // 58: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	29, // 59: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	31, // 60: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	34, // 61: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	37, // 62: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	39, // 63: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	42, // 64: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	44, // 65: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	46, // [46:66] is the sub-list for method output_type
+	26, // [26:46] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -2625,7 +3092,7 @@ func file_decree_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

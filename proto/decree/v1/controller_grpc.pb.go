@@ -19,23 +19,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_SubmitMessage_FullMethodName     = "/decree.v1.ControllerService/SubmitMessage"
-	ControllerService_WatchMessage_FullMethodName      = "/decree.v1.ControllerService/WatchMessage"
-	ControllerService_ProcessMigrations_FullMethodName = "/decree.v1.ControllerService/ProcessMigrations"
-	ControllerService_WatchEvents_FullMethodName       = "/decree.v1.ControllerService/WatchEvents"
-	ControllerService_WatchLogs_FullMethodName         = "/decree.v1.ControllerService/WatchLogs"
-	ControllerService_ListMessages_FullMethodName      = "/decree.v1.ControllerService/ListMessages"
-	ControllerService_GetMessage_FullMethodName        = "/decree.v1.ControllerService/GetMessage"
-	ControllerService_ListRuns_FullMethodName          = "/decree.v1.ControllerService/ListRuns"
-	ControllerService_GetRun_FullMethodName            = "/decree.v1.ControllerService/GetRun"
-	ControllerService_GetArtifact_FullMethodName       = "/decree.v1.ControllerService/GetArtifact"
-	ControllerService_ListRoutines_FullMethodName      = "/decree.v1.ControllerService/ListRoutines"
-	ControllerService_RequeueMessage_FullMethodName    = "/decree.v1.ControllerService/RequeueMessage"
-	ControllerService_CancelMessage_FullMethodName     = "/decree.v1.ControllerService/CancelMessage"
-	ControllerService_RevertMessage_FullMethodName     = "/decree.v1.ControllerService/RevertMessage"
-	ControllerService_ListCronEntries_FullMethodName   = "/decree.v1.ControllerService/ListCronEntries"
-	ControllerService_ListWorkers_FullMethodName       = "/decree.v1.ControllerService/ListWorkers"
-	ControllerService_GetStatus_FullMethodName         = "/decree.v1.ControllerService/GetStatus"
+	ControllerService_SubmitMessage_FullMethodName      = "/decree.v1.ControllerService/SubmitMessage"
+	ControllerService_WatchMessage_FullMethodName       = "/decree.v1.ControllerService/WatchMessage"
+	ControllerService_ProcessMigrations_FullMethodName  = "/decree.v1.ControllerService/ProcessMigrations"
+	ControllerService_WatchEvents_FullMethodName        = "/decree.v1.ControllerService/WatchEvents"
+	ControllerService_WatchLogs_FullMethodName          = "/decree.v1.ControllerService/WatchLogs"
+	ControllerService_ListMessages_FullMethodName       = "/decree.v1.ControllerService/ListMessages"
+	ControllerService_GetMessage_FullMethodName         = "/decree.v1.ControllerService/GetMessage"
+	ControllerService_ListRuns_FullMethodName           = "/decree.v1.ControllerService/ListRuns"
+	ControllerService_GetRun_FullMethodName             = "/decree.v1.ControllerService/GetRun"
+	ControllerService_GetArtifact_FullMethodName        = "/decree.v1.ControllerService/GetArtifact"
+	ControllerService_ListRoutines_FullMethodName       = "/decree.v1.ControllerService/ListRoutines"
+	ControllerService_SyncRoutines_FullMethodName       = "/decree.v1.ControllerService/SyncRoutines"
+	ControllerService_RequeueMessage_FullMethodName     = "/decree.v1.ControllerService/RequeueMessage"
+	ControllerService_CancelMessage_FullMethodName      = "/decree.v1.ControllerService/CancelMessage"
+	ControllerService_RevertMessage_FullMethodName      = "/decree.v1.ControllerService/RevertMessage"
+	ControllerService_ListCronEntries_FullMethodName    = "/decree.v1.ControllerService/ListCronEntries"
+	ControllerService_ListWorkers_FullMethodName        = "/decree.v1.ControllerService/ListWorkers"
+	ControllerService_GetStatus_FullMethodName          = "/decree.v1.ControllerService/GetStatus"
+	ControllerService_CheckRoutines_FullMethodName      = "/decree.v1.ControllerService/CheckRoutines"
+	ControllerService_GetDeadLetterStats_FullMethodName = "/decree.v1.ControllerService/GetDeadLetterStats"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -106,6 +109,13 @@ type ControllerServiceClient interface {
 	GetArtifact(ctx context.Context, in *GetArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArtifactResponse], error)
 	// ListRoutines lists the routines with descriptions and parameters.
 	ListRoutines(ctx context.Context, in *ListRoutinesRequest, opts ...grpc.CallOption) (*ListRoutinesResponse, error)
+	// SyncRoutines brings the routine registry of config.yml in line with the
+	// routine files on disk (what `decreectl routine-sync` does): new project
+	// routines are registered enabled, new shared ones disabled, entries whose
+	// file is gone are marked deprecated, and deprecated entries whose file is
+	// back lose the mark. Only the registry keys of config.yml are rewritten,
+	// and only when something changed.
+	SyncRoutines(ctx context.Context, in *SyncRoutinesRequest, opts ...grpc.CallOption) (*SyncRoutinesResponse, error)
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(ctx context.Context, in *RequeueMessageRequest, opts ...grpc.CallOption) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
@@ -124,6 +134,12 @@ type ControllerServiceClient interface {
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 	// GetStatus summarises the project.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
+	// CheckRoutines runs routines' pre-checks on workers (each routine run
+	// with DECREE_PRE_CHECK=true; exit 0 means ready) and reports every
+	// result. It changes nothing and runs no message.
+	CheckRoutines(ctx context.Context, in *CheckRoutinesRequest, opts ...grpc.CallOption) (*CheckRoutinesResponse, error)
+	// GetDeadLetterStats counts the dead letters and dates the oldest.
+	GetDeadLetterStats(ctx context.Context, in *GetDeadLetterStatsRequest, opts ...grpc.CallOption) (*GetDeadLetterStatsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -280,6 +296,16 @@ func (c *controllerServiceClient) ListRoutines(ctx context.Context, in *ListRout
 	return out, nil
 }
 
+func (c *controllerServiceClient) SyncRoutines(ctx context.Context, in *SyncRoutinesRequest, opts ...grpc.CallOption) (*SyncRoutinesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncRoutinesResponse)
+	err := c.cc.Invoke(ctx, ControllerService_SyncRoutines_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) RequeueMessage(ctx context.Context, in *RequeueMessageRequest, opts ...grpc.CallOption) (*RequeueMessageResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RequeueMessageResponse)
@@ -334,6 +360,26 @@ func (c *controllerServiceClient) GetStatus(ctx context.Context, in *GetStatusRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetStatusResponse)
 	err := c.cc.Invoke(ctx, ControllerService_GetStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) CheckRoutines(ctx context.Context, in *CheckRoutinesRequest, opts ...grpc.CallOption) (*CheckRoutinesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckRoutinesResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CheckRoutines_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) GetDeadLetterStats(ctx context.Context, in *GetDeadLetterStatsRequest, opts ...grpc.CallOption) (*GetDeadLetterStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDeadLetterStatsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_GetDeadLetterStats_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -408,6 +454,13 @@ type ControllerServiceServer interface {
 	GetArtifact(*GetArtifactRequest, grpc.ServerStreamingServer[GetArtifactResponse]) error
 	// ListRoutines lists the routines with descriptions and parameters.
 	ListRoutines(context.Context, *ListRoutinesRequest) (*ListRoutinesResponse, error)
+	// SyncRoutines brings the routine registry of config.yml in line with the
+	// routine files on disk (what `decreectl routine-sync` does): new project
+	// routines are registered enabled, new shared ones disabled, entries whose
+	// file is gone are marked deprecated, and deprecated entries whose file is
+	// back lose the mark. Only the registry keys of config.yml are rewritten,
+	// and only when something changed.
+	SyncRoutines(context.Context, *SyncRoutinesRequest) (*SyncRoutinesResponse, error)
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(context.Context, *RequeueMessageRequest) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
@@ -426,6 +479,12 @@ type ControllerServiceServer interface {
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	// GetStatus summarises the project.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
+	// CheckRoutines runs routines' pre-checks on workers (each routine run
+	// with DECREE_PRE_CHECK=true; exit 0 means ready) and reports every
+	// result. It changes nothing and runs no message.
+	CheckRoutines(context.Context, *CheckRoutinesRequest) (*CheckRoutinesResponse, error)
+	// GetDeadLetterStats counts the dead letters and dates the oldest.
+	GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -469,6 +528,9 @@ func (UnimplementedControllerServiceServer) GetArtifact(*GetArtifactRequest, grp
 func (UnimplementedControllerServiceServer) ListRoutines(context.Context, *ListRoutinesRequest) (*ListRoutinesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRoutines not implemented")
 }
+func (UnimplementedControllerServiceServer) SyncRoutines(context.Context, *SyncRoutinesRequest) (*SyncRoutinesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SyncRoutines not implemented")
+}
 func (UnimplementedControllerServiceServer) RequeueMessage(context.Context, *RequeueMessageRequest) (*RequeueMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequeueMessage not implemented")
 }
@@ -486,6 +548,12 @@ func (UnimplementedControllerServiceServer) ListWorkers(context.Context, *ListWo
 }
 func (UnimplementedControllerServiceServer) GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedControllerServiceServer) CheckRoutines(context.Context, *CheckRoutinesRequest) (*CheckRoutinesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckRoutines not implemented")
+}
+func (UnimplementedControllerServiceServer) GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDeadLetterStats not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -678,6 +746,24 @@ func _ControllerService_ListRoutines_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_SyncRoutines_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncRoutinesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).SyncRoutines(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_SyncRoutines_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).SyncRoutines(ctx, req.(*SyncRoutinesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_RequeueMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RequeueMessageRequest)
 	if err := dec(in); err != nil {
@@ -786,6 +872,42 @@ func _ControllerService_GetStatus_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_CheckRoutines_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRoutinesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CheckRoutines(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CheckRoutines_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CheckRoutines(ctx, req.(*CheckRoutinesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_GetDeadLetterStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDeadLetterStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).GetDeadLetterStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_GetDeadLetterStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).GetDeadLetterStats(ctx, req.(*GetDeadLetterStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -822,6 +944,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ControllerService_ListRoutines_Handler,
 		},
 		{
+			MethodName: "SyncRoutines",
+			Handler:    _ControllerService_SyncRoutines_Handler,
+		},
+		{
 			MethodName: "RequeueMessage",
 			Handler:    _ControllerService_RequeueMessage_Handler,
 		},
@@ -844,6 +970,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStatus",
 			Handler:    _ControllerService_GetStatus_Handler,
+		},
+		{
+			MethodName: "CheckRoutines",
+			Handler:    _ControllerService_CheckRoutines_Handler,
+		},
+		{
+			MethodName: "GetDeadLetterStats",
+			Handler:    _ControllerService_GetDeadLetterStats_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

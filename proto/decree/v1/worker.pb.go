@@ -34,6 +34,11 @@ const (
 	AssignmentKind_ASSIGNMENT_KIND_HOOK AssignmentKind = 2
 	// A router AI call: run command with stdin; stdout is the answer.
 	AssignmentKind_ASSIGNMENT_KIND_ROUTER AssignmentKind = 3
+	// A routine's readiness check: the routine runs with DECREE_PRE_CHECK=true
+	// and must not change the project; exit 0 means ready, anything else not
+	// ready. CompleteAssignmentRequest.output carries the start of its output
+	// (the reason). Not checkpointed; a replica's changes are not applied.
+	AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK AssignmentKind = 4
 )
 
 // Enum value maps for AssignmentKind.
@@ -43,12 +48,14 @@ var (
 		1: "ASSIGNMENT_KIND_ROUTINE",
 		2: "ASSIGNMENT_KIND_HOOK",
 		3: "ASSIGNMENT_KIND_ROUTER",
+		4: "ASSIGNMENT_KIND_PRE_CHECK",
 	}
 	AssignmentKind_value = map[string]int32{
 		"ASSIGNMENT_KIND_UNSPECIFIED": 0,
 		"ASSIGNMENT_KIND_ROUTINE":     1,
 		"ASSIGNMENT_KIND_HOOK":        2,
 		"ASSIGNMENT_KIND_ROUTER":      3,
+		"ASSIGNMENT_KIND_PRE_CHECK":   4,
 	}
 )
 
@@ -1679,12 +1686,13 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x04data\x18\x04 \x01(\fR\x04data\x12\x12\n" +
 	"\x04last\x18\x05 \x01(\bR\x04last\"*\n" +
 	"\x10PutBlobsResponse\x12\x16\n" +
-	"\x06stored\x18\x01 \x03(\tR\x06stored*\x84\x01\n" +
+	"\x06stored\x18\x01 \x03(\tR\x06stored*\xa3\x01\n" +
 	"\x0eAssignmentKind\x12\x1f\n" +
 	"\x1bASSIGNMENT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ASSIGNMENT_KIND_ROUTINE\x10\x01\x12\x18\n" +
 	"\x14ASSIGNMENT_KIND_HOOK\x10\x02\x12\x1a\n" +
-	"\x16ASSIGNMENT_KIND_ROUTER\x10\x03*\x93\x01\n" +
+	"\x16ASSIGNMENT_KIND_ROUTER\x10\x03\x12\x1d\n" +
+	"\x19ASSIGNMENT_KIND_PRE_CHECK\x10\x04*\x93\x01\n" +
 	"\x10ReturnedFileArea\x12\"\n" +
 	"\x1eRETURNED_FILE_AREA_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RETURNED_FILE_AREA_INBOX\x10\x01\x12\x1d\n" +

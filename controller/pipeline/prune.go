@@ -1,0 +1,98 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/layout"
+)
+
+// pruneObjects removes from .decree/objects the file contents that no run
+// can need any more, so the store stops growing with every attempt. It runs
+// after each run finishes, while no attempt is under way.
+//
+// What is kept, and why:
+//
+//   - the tree as it is now (a fresh snapshot): the stat cache promises
+//     that the blob of every unchanged file is stored, and the next run's
+//     diffs read the old side of a change from the store;
+//   - manifest.json of every unfinished run (no outcome in state.json: an
+//     attempt interrupted by a restart, or a run whose message waits in the
+//     inbox for `process`): its next attempt, its final revert, and a
+//     cancellation diff the tree against that manifest, and a diff reads
+//     the manifest's contents from the store;
+//   - manifest.json of a run whose state.json cannot be read: when in
+//     doubt, keep.
+//
+// Not kept: the manifests of finished runs (succeeded, dead-lettered,
+// cancelled) and the intermediate trees of attempts. A finished run needs no
+// blob: reverting a completed message applies its changes.diff in reverse
+// and checks the result against the hashes in manifest.json, and a requeued
+// dead letter starts a fresh run (the old directory becomes
+// runs/<id>.prev-N/) with a new checkpoint. Store.Prune keeps a pack that
+// is mostly live, so some dead contents stay until more of their pack dies.
+//
+// A failure to read any kept manifest cancels the prune: nothing is removed
+// unless everything that must stay is known.
+func pruneObjects(ctx context.Context, st *store.Store, cp *checkpoint.Checkpointer) (int, error) {
+	tree, err := cp.Snapshot(ctx, st.Root())
+	if err != nil {
+		return 0, fmt.Errorf("prune the object store: snapshot the tree: %w", err)
+	}
+	keep, err := unfinishedManifests(st)
+	if err != nil {
+		return 0, fmt.Errorf("prune the object store: %w", err)
+	}
+	return cp.Store().Prune(append(keep, tree)...)
+}
+
+// unfinishedManifests reads manifest.json of every run without an outcome
+// (or whose state cannot be read). Archived runs (<id>.prev-N) are finished.
+func unfinishedManifests(st *store.Store) ([]*checkpoint.Manifest, error) {
+	entries, err := os.ReadDir(filepath.Join(st.Dir(), layout.Runs))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*checkpoint.Manifest
+	for _, e := range entries {
+		if !e.IsDir() || store.CheckID(e.Name()) != nil {
+			continue
+		}
+		run, err := st.OpenRun(e.Name())
+		if err == nil && run.State().Outcome != "" {
+			continue
+		}
+		m, err := checkpoint.ReadManifest(filepath.Join(st.Dir(), layout.Runs, e.Name(), layout.ManifestFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // no checkpoint taken yet
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// prune runs pruneObjects and logs the outcome; a failure is only logged
+// (the store keeps growing until the next successful prune).
+func (p *Pipeline) prune(ctx context.Context) {
+	if p.d.Checkpoints == nil {
+		return
+	}
+	n, err := pruneObjects(ctx, p.d.Store, p.d.Checkpoints)
+	if err != nil {
+		p.log.Warn("object store not pruned", "err", err)
+		return
+	}
+	p.log.Debug("object store pruned", "blobs removed", n)
+}
