@@ -6,6 +6,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -323,6 +326,20 @@ func TestAPIIdempotentSubmit(t *testing.T) {
 		t.Fatalf("outcome %v", w.outcome)
 	}
 	e.c.StopController()
+	// Simulate a controller killed between writing the message and
+	// recording its id: the record still says "pending" with its chain.
+	recPath := requestRecord(t, e.c.Project, req.RequestId)
+	rec := readJSON(t, recPath)
+	delete(rec, "message_id")
+	delete(rec, "file")
+	writeJSON(t, recPath, rec)
+	// And one killed before the message was written: a pending record of
+	// a chain nobody used yet.
+	lost := &decreev1.SubmitMessageRequest{Name: "lost", Body: []byte("y"), RequestId: "lost-key",
+		Fields: []*decreev1.Field{{Key: "routine", Value: "echo"}}}
+	lostChain := "2020010100000000"
+	writeJSON(t, requestRecord(t, e.c.Project, lost.RequestId), map[string]any{
+		"key": lost.RequestId, "digest": rec["digest"], "chain": lostChain, "created": time.Now().Format(time.RFC3339Nano)})
 	e.c.StartController()
 	client := decreev1.NewControllerServiceClient(e.c.Dial())
 	after, err := client.SubmitMessage(e.ctx, req)
@@ -332,6 +349,67 @@ func TestAPIIdempotentSubmit(t *testing.T) {
 	list, err := client.ListMessages(e.ctx, &decreev1.ListMessagesRequest{})
 	if err != nil || len(list.GetMessages()) != 1 || list.GetMessages()[0].GetState() != decreev1.MessageState_MESSAGE_STATE_DONE {
 		t.Errorf("messages after three submits of one key: %v %v", list.GetMessages(), err)
+	}
+	// The pending record's digest is of another request: refused.
+	if _, err := client.SubmitMessage(e.ctx, lost); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("pending record with another digest: %v", err)
+	}
+	rec2 := readJSON(t, requestRecord(t, e.c.Project, lost.RequestId))
+	rec2["digest"] = digestOf(t, client, e.ctx, e.c.Project, lost)
+	writeJSON(t, requestRecord(t, e.c.Project, lost.RequestId), rec2)
+	got, err := client.SubmitMessage(e.ctx, lost)
+	if err != nil || got.GetMessage().GetChain() != lostChain || got.GetReplayed() {
+		t.Fatalf("retry of a submission lost before its message was written: %v %v", got, err)
+	}
+	again2, err := client.SubmitMessage(e.ctx, lost)
+	if err != nil || again2.GetMessage().GetId() != got.GetMessage().GetId() || !again2.GetReplayed() {
+		t.Errorf("second retry: %v %v", again2, err)
+	}
+}
+
+// requestRecord is the file of an idempotency key in .decree/requests/.
+func requestRecord(t *testing.T, project, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(project, ".decree", "requests", hex.EncodeToString(sum[:])+".json")
+}
+
+// digestOf learns the digest the controller records for req by submitting
+// it under a throwaway key and reading that record.
+func digestOf(t *testing.T, c decreev1.ControllerServiceClient, ctx context.Context, project string, req *decreev1.SubmitMessageRequest) string {
+	t.Helper()
+	probe := proto.Clone(req).(*decreev1.SubmitMessageRequest)
+	probe.RequestId = "probe-" + req.RequestId
+	r, err := c.SubmitMessage(ctx, probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetMessage().GetId() == "" {
+		t.Fatal("probe not queued")
+	}
+	return readJSON(t, requestRecord(t, project, probe.RequestId))["digest"].(string)
+}
+
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -90,7 +90,11 @@ type ControllerServiceClient interface {
 	// ends with an EVENT_KIND_PROCESS_FINISHED event carrying its job_id.
 	ProcessMigrations(ctx context.Context, in *ProcessMigrationsRequest, opts ...grpc.CallOption) (*ProcessMigrationsResponse, error)
 	// WatchEvents streams the event log from a sequence number, optionally
-	// filtered, and with follow keeps streaming new events.
+	// filtered, and with follow keeps streaming new events. A follower that
+	// falls more than 256 events behind is cut off with RESOURCE_EXHAUSTED and
+	// a google.rpc.ErrorInfo (reason WATCHER_TOO_SLOW, domain decree.v1) whose
+	// metadata "resume_sequence" is the from_sequence to watch again from;
+	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
 	// keeps streaming until the attempt ends.
@@ -435,7 +439,11 @@ type ControllerServiceServer interface {
 	// ends with an EVENT_KIND_PROCESS_FINISHED event carrying its job_id.
 	ProcessMigrations(context.Context, *ProcessMigrationsRequest) (*ProcessMigrationsResponse, error)
 	// WatchEvents streams the event log from a sequence number, optionally
-	// filtered, and with follow keeps streaming new events.
+	// filtered, and with follow keeps streaming new events. A follower that
+	// falls more than 256 events behind is cut off with RESOURCE_EXHAUSTED and
+	// a google.rpc.ErrorInfo (reason WATCHER_TOO_SLOW, domain decree.v1) whose
+	// metadata "resume_sequence" is the from_sequence to watch again from;
+	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
 	// keeps streaming until the attempt ends.
