@@ -35,12 +35,21 @@ func badFrontmatter(t *testing.T, m mode) {
 func badUnknownRoutine(t *testing.T, m mode) {
 	p := newProject(t, m, baseConfig)
 	p.routine("develop", "", `echo ran > ran.txt`)
+	// decreectl run is refused before anything is queued, naming the
+	// routines there are.
 	r := p.ctl("", "run", "-m", "u", "-p", "x", "-v", "routine=nope")
 	mustCode(t, r, 1)
+	contains(t, "stderr", r.stderr, `routine "nope" does not exist; available routines: develop`)
+	if len(p.messages(".decree/inbox")) != 0 || len(p.messages(".decree/inbox/dead")) != 0 {
+		t.Errorf("a refused run left messages: inbox %v, dead %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/dead"))
+	}
+	// A file dropped into the inbox by hand cannot be refused: it is
+	// dead-lettered with a note.
+	p.write(".decree/inbox/u.md", "---\nroutine: nope\n---\nx\n")
+	r = p.ctl("", "process")
 	note := p.read(".decree/inbox/dead/u.md.dead.txt")
 	contains(t, "dead note", note, "reason: RoutineNotFound")
 	contains(t, "dead note", note, "nope")
-	contains(t, "stderr", r.stderr, "RoutineNotFound")
 	p.sameTree(map[string]string{})
 	if len(p.runs()) != 0 {
 		t.Errorf("runs = %v", p.runs())
