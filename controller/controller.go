@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/decreehq/decree/controller/crontab"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -71,6 +72,11 @@ type Options struct {
 	// routine that no connected worker can run is dead-lettered at once
 	// instead of waiting (see pipeline.Deps.FixedWorkers).
 	FixedWorkers bool
+	// Daemon serves the project unattended: besides processing the inbox
+	// as messages arrive, it fires the scheduled messages of .decree/cron/
+	// (see controller/crontab), and GetStatus says a daemon serves the
+	// project. decree-controller and `decreectl daemon` set it.
+	Daemon bool
 }
 
 // Controller serves one project.
@@ -82,6 +88,7 @@ type Controller struct {
 	events *events.Log
 	leases *lease.Manager
 	pipe   *pipeline.Pipeline
+	cron   *crontab.Scheduler
 	server *grpc.Server
 	health *health.Server
 
@@ -169,6 +176,9 @@ func (c *Controller) open() error {
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
 		FixedWorkers: c.opts.FixedWorkers,
 	})
+	if err := c.openCron(); err != nil {
+		return err
+	}
 	scrub := rpc.NewScrubber(root)
 	c.server = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
@@ -176,6 +186,7 @@ func (c *Controller) open() error {
 	}, c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
 		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
+		Cron: c.cron, Daemon: c.opts.Daemon,
 	}))
 	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep))
 	c.health = health.NewServer()
@@ -269,6 +280,7 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 	for _, name := range healthServices {
 		c.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
+	cronDone := c.runCron(ctx)
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
@@ -283,6 +295,7 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 	<-ctx.Done()
 	c.health.Shutdown()
 	<-loopDone
+	<-cronDone
 	c.leases.Close()
 	stopped := make(chan struct{})
 	go func() { c.server.GracefulStop(); close(stopped) }()

@@ -9,6 +9,10 @@
 // WorkerService. See controller/auth for the rules and deploy/README.md for
 // a set-up with workers on other machines.
 //
+// It is a daemon for its project: it processes messages as they reach the
+// inbox and fires the scheduled messages of .decree/cron/. Routine discovery
+// (routine-sync) runs at start.
+//
 // Once serving, it prints one line per listener on standard output,
 // "listening on ADDRESS" (the unix socket's path, then each TCP address as
 // bound, so --listen 127.0.0.1:0 reveals its port).
@@ -28,6 +32,7 @@ import (
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/controller/auth"
+	"github.com/decreehq/decree/pkg/routine"
 )
 
 // Lease TTL bounds: below a second, heartbeats (a third of the TTL) would
@@ -108,7 +113,14 @@ func serve(project string, leaseTTL time.Duration, tcp auth.Config, log *slog.Lo
 		guard = g
 		opts = append(opts, g.ServerOptions()...)
 	}
-	c, err := controller.New(controller.Options{Root: project, Logger: log, LeaseTTL: leaseTTL, ServerOptions: opts})
+	rep, err := routine.SyncProject(project)
+	if err != nil {
+		return fmt.Errorf("routine discovery: %w", err)
+	}
+	if rep.Changed() {
+		log.Info("routine-sync", "added", rep.Added, "added_shared", rep.AddedShared, "deprecated", rep.Deprecated, "restored", rep.Restored)
+	}
+	c, err := controller.New(controller.Options{Root: project, Logger: log, LeaseTTL: leaseTTL, ServerOptions: opts, Daemon: true})
 	if err != nil {
 		return err
 	}

@@ -147,6 +147,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, cfg *config.Config, e st
 		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
+	resumeEnv(run, n, a.Env)
 	if settings.TimeoutS > 0 {
 		a.Timeout = time.Duration(settings.TimeoutS) * time.Second
 	}

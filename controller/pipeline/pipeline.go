@@ -107,6 +107,7 @@ type Pipeline struct {
 	mu      sync.Mutex
 	held    []*events.Event // end-of-work events waiting for afterAll
 	running *running        // the message being processed, if any
+	limit   *usageWait      // a usage-limit wait in progress (usagelimit.go)
 	jobs    map[string]*job
 	cancel  map[string]string // message id -> reason, for CancelMessage
 }

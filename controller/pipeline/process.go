@@ -88,6 +88,12 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 			_ = run.Update(func(s *store.RunState) error { s.Phase = phaseExhausted; return nil })
 			break
 		}
+		if err := p.pauseForUsageLimit(runCtx, e, run, n); err != nil {
+			if reason, ok := p.cancelled(e.ID); ok && ctx.Err() == nil {
+				p.cancelMessage(ctx, e, run, manifest, reason)
+			}
+			return // stopping: the message stays queued and waits again after a restart
+		}
 		if n == maxAttempts && n > 1 {
 			if err := p.revert(runCtx, run, manifest); err != nil {
 				p.haltMessage(ctx, e, run, err)
@@ -111,6 +117,10 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		lastBlockedByHook = res.blockedByHook
 		if res.ok {
 			succeeded = true // recorded by the attempt's status (runSucceeded)
+		} else if !res.blockedByHook {
+			if budget, limited := p.usageLimited(runCtx, cfg, e, run, manifest, n); limited {
+				maxAttempts = budget // the limited attempt does not count
+			}
 		}
 	}
 	if succeeded {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/decreehq/decree/controller/crontab"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -27,6 +28,10 @@ type ControllerDeps struct {
 	Logs     *logbook.Book
 	Config   func() (*config.Config, error)
 	Version  string
+	// Cron lists .decree/cron/ (ListCronEntries).
+	Cron *crontab.Scheduler
+	// Daemon says the controller serves the project unattended.
+	Daemon bool
 }
 
 // ControllerServer implements decree.v1.ControllerService: each method
@@ -222,12 +227,6 @@ func (s *ControllerServer) RevertMessage(ctx context.Context, req *decreev1.Reve
 		return nil, Status(err)
 	}
 	return &decreev1.RevertMessageResponse{Paths: paths}, nil
-}
-
-// ListCronEntries is not available: decree has no scheduler for
-// .decree/cron/ yet.
-func (s *ControllerServer) ListCronEntries(ctx context.Context, req *decreev1.ListCronEntriesRequest) (*decreev1.ListCronEntriesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "cron schedules are not supported by this controller yet")
 }
 
 // ListWorkers lists workers.

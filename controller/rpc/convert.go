@@ -24,6 +24,7 @@ var eventKinds = map[events.Kind]decreev1.EventKind{
 	events.ProcessFinished: decreev1.EventKind_EVENT_KIND_PROCESS_FINISHED,
 	events.Warning:         decreev1.EventKind_EVENT_KIND_WARNING,
 	events.HookFinished:    decreev1.EventKind_EVENT_KIND_HOOK_FINISHED,
+	events.UsageLimitWait:  decreev1.EventKind_EVENT_KIND_USAGE_LIMIT_WAIT,
 }
 
 // eventProto converts a controller event to the API's Event.
@@ -35,6 +36,9 @@ func eventProto(e *events.Event) *decreev1.Event {
 	}
 	if !e.Time.IsZero() {
 		out.Time = timestamppb.New(e.Time)
+	}
+	if !e.Until.IsZero() {
+		out.Until = timestamppb.New(e.Until)
 	}
 	return out
 }

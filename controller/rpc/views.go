@@ -8,6 +8,7 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // messages lists every message, marking the one the loop is running.
@@ -76,7 +77,7 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 	if err != nil {
 		return nil, Status(err)
 	}
-	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version}
+	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Daemon: s.d.Daemon}
 	for _, m := range all {
 		switch m.GetState() {
 		case decreev1.MessageState_MESSAGE_STATE_QUEUED:
@@ -104,6 +105,9 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		if w.GetConnected() {
 			resp.WorkersConnected++
 		}
+	}
+	if id, until, notice, ok := s.d.Pipeline.UsageLimitWait(); ok {
+		resp.UsageLimitWait = &decreev1.UsageLimitWait{MessageId: id, Until: timestamppb.New(until), Notice: notice}
 	}
 	return resp, nil
 }

@@ -90,6 +90,7 @@ func Default() *Config {
 			TimeoutS:    DefaultTreeTimeoutS,
 			CLIs:        DefaultCLIs(),
 		},
+		UsageLimit: UsageLimitSettings{MaxWait: DefaultUsageLimitMaxWait},
 	}
 }
 

@@ -22,7 +22,7 @@ type parser struct {
 
 var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "default_routine", "notebook_support",
 	"notebook_engine", "on_migration_failure", "migrations_dir", "routine_source", "time_zone", "hooks",
-	"routines", "shared_routines", "tree"}
+	"routines", "shared_routines", "tree", "usage_limit"}
 
 var (
 	commandKeys = []string{"router", "ai_interactive"}
@@ -151,6 +151,8 @@ func (p *parser) parse(data []byte) {
 			p.registry(v, key, c.SharedRoutines)
 		case "tree":
 			p.tree(v)
+		case "usage_limit":
+			p.usageLimit(v)
 		}
 	})
 	p.checkAlias(retries, attempts, "max_retries", "max_attempts")

@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // Config is the parsed form of .decree/config.yml. Zero values are never
 // seen by callers: Load fills every default (see Default).
 type Config struct {
@@ -37,6 +39,22 @@ type Config struct {
 	SharedRoutines map[string]RoutineSettings `yaml:"shared_routines"`
 	// Tree holds the decision-tree driver settings.
 	Tree TreeSettings `yaml:"tree"`
+	// UsageLimit configures waiting out an AI tool's usage limit.
+	UsageLimit UsageLimitSettings `yaml:"usage_limit"`
+}
+
+// UsageLimitSettings configure usage-limit waits: after a failed attempt
+// whose log says an AI tool's usage limit was reached, decree waits until
+// the limit resets and retries without counting the attempt.
+type UsageLimitSettings struct {
+	// Disabled turns detection off (enabled: false).
+	Disabled bool `yaml:"-"`
+	// Patterns are extra regular expressions (RE2, matched per log line,
+	// case-insensitive) recognising a usage-limit notice, besides the
+	// built-in ones.
+	Patterns []string `yaml:"patterns"`
+	// MaxWait caps one wait. Default 24h.
+	MaxWait time.Duration `yaml:"max_wait"`
 }
 
 // Commands are the external commands decree invokes.

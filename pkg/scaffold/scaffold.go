@@ -32,6 +32,12 @@ type AITool struct {
 	Name string
 	// Invoke is the bash command that runs one prompt, given as "$1".
 	Invoke string
+	// Resume runs one prompt ("$1") in the earlier session "$session".
+	Resume string
+	// NewSession, when the tool can be given a session id up front, runs
+	// one prompt in the new session "$session"; the routine then prints
+	// "Session ID: <id>" itself, so that decree finds it in the log.
+	NewSession string
 	// Router is the router command: prompt on stdin, answer on stdout.
 	Router string
 	// Interactive starts the tool for a conversation; the first prompt is
@@ -41,9 +47,10 @@ type AITool struct {
 
 // KnownTools are the AI tools init detects, in order of preference.
 var KnownTools = []AITool{
-	{Name: "claude", Invoke: `claude -p "$1"`, Router: `claude -p "$(cat)"`, Interactive: "claude"},
-	{Name: "opencode", Invoke: `opencode run "$1"`, Router: `opencode run "$(cat)"`, Interactive: "opencode --prompt"},
-	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Router: `copilot -p "$(cat)"`, Interactive: "copilot -i"},
+	{Name: "claude", Invoke: `claude -p "$1"`, Resume: `claude -p "$1" --resume "$session"`,
+		NewSession: `claude -p "$1" --session-id "$session"`, Router: `claude -p "$(cat)"`, Interactive: "claude"},
+	{Name: "opencode", Invoke: `opencode run "$1"`, Resume: `opencode run --session "$session" "$1"`, Router: `opencode run "$(cat)"`, Interactive: "opencode --prompt"},
+	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Resume: `copilot -p "$1" --allow-all-tools --resume "$session"`, Router: `copilot -p "$(cat)"`, Interactive: "copilot -i"},
 }
 
 // Options tune Init.
@@ -178,10 +185,37 @@ ai() {
 	return tmplData{
 		Router:      yamlQuote(t.Router),
 		Interactive: yamlQuote(t.Interactive),
-		AIFunction:  fmt.Sprintf("# Runs one prompt with %s, headless.\nai() { %s; }", t.Name, t.Invoke),
+		AIFunction:  aiFunction(t),
 		PreCheck: fmt.Sprintf(`  command -v %s >/dev/null 2>&1 || { echo "%s is not on PATH; install it or make ai() in ${BASH_SOURCE[0]} call another tool"; exit 1; }`,
 			t.Name, t.Name),
 	}
+}
+
+// aiFunction writes the routine's ai() for a tool. After an attempt that
+// hit the tool's usage limit, decree retries with DECREE_PREVIOUS_SESSION_ID
+// set to the session id the attempt printed; the retry's first call then
+// resumes that session instead of starting afresh.
+func aiFunction(t AITool) string {
+	fresh := "    " + t.Invoke
+	if t.NewSession != "" {
+		fresh = `    session="$(cat /proc/sys/kernel/random/uuid 2>/dev/null || uuidgen)"
+    echo "Session ID: $session"
+    ` + t.NewSession
+	}
+	return fmt.Sprintf(`# Runs one prompt with %s, headless. After a usage limit, decree retries
+# with DECREE_PREVIOUS_SESSION_ID (the session the limited attempt used):
+# the first call then resumes that session.
+ai() {
+  local session
+  if [ -n "${DECREE_PREVIOUS_SESSION_ID:-}" ]; then
+    session="$DECREE_PREVIOUS_SESSION_ID"
+    unset DECREE_PREVIOUS_SESSION_ID
+    echo "Session ID: $session (resumed)"
+    %s
+  else
+%s
+  fi
+}`, t.Name, t.Resume, fresh)
 }
 
 // yamlQuote renders s as a double-quoted YAML scalar.

@@ -149,6 +149,8 @@ func newRoot(g *globals) *cobra.Command {
 		newRoutineSyncCmd(g),
 		newPromptCmd(g),
 		newSkillCmd(g),
+		newCronCmd(g),
+		newDaemonCmd(g),
 	)
 	return root
 }

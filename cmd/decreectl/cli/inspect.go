@@ -52,6 +52,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
 			fmt.Fprintf(g.stdout, "dead        %s\n", deadLetterLine(dead, time.Now()))
+			printServeStatus(g.stdout, st, clock())
 			return nil
 		}),
 	}

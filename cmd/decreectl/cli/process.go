@@ -23,6 +23,11 @@ When a migration dead-letters, process stops and exits 1
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			g.process = !dryRun
+			if !dryRun {
+				if err := g.syncAtStart(); err != nil {
+					return err
+				}
+			}
 			s, err := g.connect(ctx)
 			if err != nil {
 				return err

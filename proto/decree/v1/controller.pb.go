@@ -1946,7 +1946,9 @@ type CronEntry struct {
 	// Next time it fires.
 	NextRun *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_run,json=nextRun,proto3" json:"next_run,omitempty"`
 	// Why the entry is not scheduled, if it is broken.
-	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// The file says catch_up: true (one missed fire runs after downtime).
+	CatchUp       bool `protobuf:"varint,8,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2028,6 +2030,13 @@ func (x *CronEntry) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *CronEntry) GetCatchUp() bool {
+	if x != nil {
+		return x.CatchUp
+	}
+	return false
 }
 
 // ListCronEntriesResponse lists cron entries by file name.
@@ -2334,9 +2343,15 @@ type GetStatusResponse struct {
 	// Workers with an open session.
 	WorkersConnected int32 `protobuf:"varint,8,opt,name=workers_connected,json=workersConnected,proto3" json:"workers_connected,omitempty"`
 	// Controller version.
-	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	// A daemon serves the project: it processes the inbox as messages arrive
+	// and fires .decree/cron/ (decreectl daemon, decree-controller).
+	Daemon bool `protobuf:"varint,10,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	// Set while the running message waits for an AI tool's usage limit to
+	// reset.
+	UsageLimitWait *UsageLimitWait `protobuf:"bytes,11,opt,name=usage_limit_wait,json=usageLimitWait,proto3" json:"usage_limit_wait,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -2430,6 +2445,20 @@ func (x *GetStatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *GetStatusResponse) GetDaemon() bool {
+	if x != nil {
+		return x.Daemon
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetUsageLimitWait() *UsageLimitWait {
+	if x != nil {
+		return x.UsageLimitWait
+	}
+	return nil
 }
 
 // CheckRoutinesRequest says which pre-checks to run. The selections add up;
@@ -2849,7 +2878,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"-\n" +
 	"\x15RevertMessageResponse\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"\x18\n" +
-	"\x16ListCronEntriesRequest\"\xf6\x01\n" +
+	"\x16ListCronEntriesRequest\"\x91\x02\n" +
 	"\tCronEntry\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x1a\n" +
 	"\bschedule\x18\x02 \x01(\tR\bschedule\x12\x18\n" +
@@ -2857,7 +2886,8 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\ttime_zone\x18\x04 \x01(\tR\btimeZone\x125\n" +
 	"\blast_run\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\alastRun\x125\n" +
 	"\bnext_run\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\anextRun\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error\"I\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x19\n" +
+	"\bcatch_up\x18\b \x01(\bR\acatchUp\"I\n" +
 	"\x17ListCronEntriesResponse\x12.\n" +
 	"\aentries\x18\x01 \x03(\v2\x14.decree.v1.CronEntryR\aentries\"\x14\n" +
 	"\x12ListWorkersRequest\"\x90\x03\n" +
@@ -2877,7 +2907,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\xcf\x02\n" +
+	"\x10GetStatusRequest\"\xac\x03\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -2888,7 +2918,10 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x14migrations_processed\x18\x06 \x01(\x05R\x13migrationsProcessed\x12-\n" +
 	"\x12migrations_pending\x18\a \x01(\x05R\x11migrationsPending\x12+\n" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion\"\x82\x01\n" +
+	"\aversion\x18\t \x01(\tR\aversion\x12\x16\n" +
+	"\x06daemon\x18\n" +
+	" \x01(\bR\x06daemon\x12C\n" +
+	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait\"\x82\x01\n" +
 	"\x14CheckRoutinesRequest\x12\x1a\n" +
 	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
 	"\vall_enabled\x18\x02 \x01(\bR\n" +
@@ -3000,6 +3033,7 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*RunInfo)(nil),                    // 51: decree.v1.RunInfo
 	(*RoutineInfo)(nil),                // 52: decree.v1.RoutineInfo
 	(*timestamppb.Timestamp)(nil),      // 53: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),             // 54: decree.v1.UsageLimitWait
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
 	46, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
@@ -3026,53 +3060,54 @@ var file_decree_v1_controller_proto_depIdxs = []int32{
 	53, // 21: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	36, // 22: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
 	47, // 23: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	41, // 24: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	53, // 25: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 26: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 27: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	5,  // 28: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	8,  // 29: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	10, // 30: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	12, // 31: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	14, // 32: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	16, // 33: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	18, // 34: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	20, // 35: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	22, // 36: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	24, // 37: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	26, // 38: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	28, // 39: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	30, // 40: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	32, // 41: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	35, // 42: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	38, // 43: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	40, // 44: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	43, // 45: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	1,  // 46: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 47: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	7,  // 48: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	9,  // 49: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	11, // 50: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	13, // 51: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	15, // 52: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	17, // 53: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	19, // 54: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	21, // 55: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	23, // 56: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	25, // 57: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	27, // 58: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	29, // 59: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	31, // 60: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	34, // 61: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	37, // 62: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	39, // 63: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	42, // 64: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	44, // 65: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	46, // [46:66] is the sub-list for method output_type
-	26, // [26:46] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	54, // 24: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	41, // 25: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	53, // 26: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 27: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 28: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	5,  // 29: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	8,  // 30: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	10, // 31: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	12, // 32: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	14, // 33: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	16, // 34: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	18, // 35: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	20, // 36: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	22, // 37: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	24, // 38: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	26, // 39: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	28, // 40: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	30, // 41: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	32, // 42: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	35, // 43: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	38, // 44: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	40, // 45: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	43, // 46: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 47: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 48: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	7,  // 49: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	9,  // 50: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	11, // 51: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	13, // 52: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	15, // 53: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	17, // 54: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	19, // 55: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	21, // 56: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	23, // 57: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	25, // 58: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	27, // 59: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	29, // 60: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	31, // 61: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	34, // 62: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	37, // 63: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	39, // 64: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	42, // 65: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	44, // 66: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	47, // [47:67] is the sub-list for method output_type
+	27, // [27:47] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }

@@ -226,6 +226,9 @@ const (
 	EventKind_EVENT_KIND_WARNING EventKind = 10
 	// A hook ran; text names it.
 	EventKind_EVENT_KIND_HOOK_FINISHED EventKind = 11
+	// An attempt failed on an AI tool's usage limit; the message waits until
+	// the event's until time and is then retried (the wait is no attempt).
+	EventKind_EVENT_KIND_USAGE_LIMIT_WAIT EventKind = 12
 )
 
 // Enum value maps for EventKind.
@@ -243,6 +246,7 @@ var (
 		9:  "EVENT_KIND_PROCESS_FINISHED",
 		10: "EVENT_KIND_WARNING",
 		11: "EVENT_KIND_HOOK_FINISHED",
+		12: "EVENT_KIND_USAGE_LIMIT_WAIT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":      0,
@@ -257,6 +261,7 @@ var (
 		"EVENT_KIND_PROCESS_FINISHED": 9,
 		"EVENT_KIND_WARNING":          10,
 		"EVENT_KIND_HOOK_FINISHED":    11,
+		"EVENT_KIND_USAGE_LIMIT_WAIT": 12,
 	}
 )
 
@@ -837,7 +842,9 @@ type Event struct {
 	// that ran the attempt; empty when none took it).
 	WorkerId string `protobuf:"bytes,10,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The job that caused it (a ProcessMigrations job id), if any.
-	JobId         string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// For USAGE_LIMIT_WAIT: when the retry starts.
+	Until         *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=until,proto3" json:"until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -949,6 +956,77 @@ func (x *Event) GetJobId() string {
 	return ""
 }
 
+func (x *Event) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+// UsageLimitWait is a message waiting for an AI tool's usage limit to reset.
+type UsageLimitWait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message that waits.
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// When it is retried.
+	Until *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	// The notice found in the attempt's log.
+	Notice        string `protobuf:"bytes,3,opt,name=notice,proto3" json:"notice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageLimitWait) Reset() {
+	*x = UsageLimitWait{}
+	mi := &file_decree_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageLimitWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageLimitWait) ProtoMessage() {}
+
+func (x *UsageLimitWait) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageLimitWait.ProtoReflect.Descriptor instead.
+func (*UsageLimitWait) Descriptor() ([]byte, []int) {
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UsageLimitWait) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *UsageLimitWait) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *UsageLimitWait) GetNotice() string {
+	if x != nil {
+		return x.Notice
+	}
+	return ""
+}
+
 // LogChunk is a piece of a log stream. Chunks of one stream have consecutive
 // sequence numbers and contiguous byte offsets, so a reader or writer that
 // reconnects can resume exactly.
@@ -972,7 +1050,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_decree_v1_types_proto_msgTypes[5]
+	mi := &file_decree_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1062,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[5]
+	mi := &file_decree_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1075,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LogChunk) GetMessageId() string {
@@ -1060,7 +1138,7 @@ type Parameter struct {
 
 func (x *Parameter) Reset() {
 	*x = Parameter{}
-	mi := &file_decree_v1_types_proto_msgTypes[6]
+	mi := &file_decree_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1150,7 @@ func (x *Parameter) String() string {
 func (*Parameter) ProtoMessage() {}
 
 func (x *Parameter) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[6]
+	mi := &file_decree_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1163,7 @@ func (x *Parameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Parameter.ProtoReflect.Descriptor instead.
 func (*Parameter) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Parameter) GetName() string {
@@ -1149,7 +1227,7 @@ type RoutineInfo struct {
 
 func (x *RoutineInfo) Reset() {
 	*x = RoutineInfo{}
-	mi := &file_decree_v1_types_proto_msgTypes[7]
+	mi := &file_decree_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1239,7 @@ func (x *RoutineInfo) String() string {
 func (*RoutineInfo) ProtoMessage() {}
 
 func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[7]
+	mi := &file_decree_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1252,7 @@ func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutineInfo.ProtoReflect.Descriptor instead.
 func (*RoutineInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RoutineInfo) GetName() string {
@@ -1273,7 +1351,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1363,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1376,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -1355,7 +1433,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1445,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1458,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExitStatus) GetExitCode() int32 {
@@ -1468,7 +1546,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\bduration\x18\v \x01(\v2\x19.google.protobuf.DurationR\bduration\x12?\n" +
 	"\x0fattempt_details\x18\f \x03(\v2\x16.decree.v1.AttemptInfoR\x0eattemptDetails\x12\x1c\n" +
 	"\tartifacts\x18\r \x03(\tR\tartifacts\x12\x1b\n" +
-	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\"\xcb\x02\n" +
+	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\"\xfd\x02\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
@@ -1482,7 +1560,13 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\aroutine\x18\t \x01(\tR\aroutine\x12\x1b\n" +
 	"\tworker_id\x18\n" +
 	" \x01(\tR\bworkerId\x12\x15\n" +
-	"\x06job_id\x18\v \x01(\tR\x05jobId\"\xa3\x01\n" +
+	"\x06job_id\x18\v \x01(\tR\x05jobId\x120\n" +
+	"\x05until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"y\n" +
+	"\x0eUsageLimitWait\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x120\n" +
+	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06notice\x18\x03 \x01(\tR\x06notice\"\xa3\x01\n" +
 	"\bLogChunk\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x18\n" +
@@ -1544,7 +1628,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x13RUN_OUTCOME_RUNNING\x10\x01\x12\x19\n" +
 	"\x15RUN_OUTCOME_SUCCEEDED\x10\x02\x12\x1d\n" +
 	"\x19RUN_OUTCOME_DEAD_LETTERED\x10\x03\x12\x19\n" +
-	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\xf0\x02\n" +
+	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\x91\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVENT_KIND_MESSAGE_QUEUED\x10\x01\x12\x1e\n" +
@@ -1558,7 +1642,8 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x1bEVENT_KIND_PROCESS_FINISHED\x10\t\x12\x16\n" +
 	"\x12EVENT_KIND_WARNING\x10\n" +
 	"\x12\x1c\n" +
-	"\x18EVENT_KIND_HOOK_FINISHED\x10\v*\x7f\n" +
+	"\x18EVENT_KIND_HOOK_FINISHED\x10\v\x12\x1f\n" +
+	"\x1bEVENT_KIND_USAGE_LIMIT_WAIT\x10\f*\x7f\n" +
 	"\rRoutineFormat\x12\x1e\n" +
 	"\x1aROUTINE_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTINE_FORMAT_SHELL\x10\x01\x12\x1b\n" +
@@ -1578,7 +1663,7 @@ func file_decree_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_decree_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_decree_v1_types_proto_goTypes = []any{
 	(MessageState)(0),             // 0: decree.v1.MessageState
 	(MessageType)(0),              // 1: decree.v1.MessageType
@@ -1590,36 +1675,39 @@ var file_decree_v1_types_proto_goTypes = []any{
 	(*AttemptInfo)(nil),           // 7: decree.v1.AttemptInfo
 	(*RunInfo)(nil),               // 8: decree.v1.RunInfo
 	(*Event)(nil),                 // 9: decree.v1.Event
-	(*LogChunk)(nil),              // 10: decree.v1.LogChunk
-	(*Parameter)(nil),             // 11: decree.v1.Parameter
-	(*RoutineInfo)(nil),           // 12: decree.v1.RoutineInfo
-	(*FileEntry)(nil),             // 13: decree.v1.FileEntry
-	(*ExitStatus)(nil),            // 14: decree.v1.ExitStatus
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*UsageLimitWait)(nil),        // 10: decree.v1.UsageLimitWait
+	(*LogChunk)(nil),              // 11: decree.v1.LogChunk
+	(*Parameter)(nil),             // 12: decree.v1.Parameter
+	(*RoutineInfo)(nil),           // 13: decree.v1.RoutineInfo
+	(*FileEntry)(nil),             // 14: decree.v1.FileEntry
+	(*ExitStatus)(nil),            // 15: decree.v1.ExitStatus
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 }
 var file_decree_v1_types_proto_depIdxs = []int32{
 	1,  // 0: decree.v1.MessageInfo.type:type_name -> decree.v1.MessageType
 	0,  // 1: decree.v1.MessageInfo.state:type_name -> decree.v1.MessageState
 	5,  // 2: decree.v1.MessageInfo.fields:type_name -> decree.v1.Field
-	15, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
-	15, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
+	16, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
+	16, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: decree.v1.RunInfo.outcome:type_name -> decree.v1.RunOutcome
-	15, // 6: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
-	15, // 7: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
-	16, // 8: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
+	16, // 6: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
+	16, // 7: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
+	17, // 8: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
 	7,  // 9: decree.v1.RunInfo.attempt_details:type_name -> decree.v1.AttemptInfo
-	15, // 10: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
+	16, // 10: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
 	3,  // 11: decree.v1.Event.kind:type_name -> decree.v1.EventKind
-	4,  // 12: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
-	11, // 13: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
-	4,  // 14: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
-	16, // 15: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 12: decree.v1.Event.until:type_name -> google.protobuf.Timestamp
+	16, // 13: decree.v1.UsageLimitWait.until:type_name -> google.protobuf.Timestamp
+	4,  // 14: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
+	12, // 15: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
+	4,  // 16: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
+	17, // 17: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_types_proto_init() }
@@ -1633,7 +1721,7 @@ func file_decree_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_types_proto_rawDesc), len(file_decree_v1_types_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
