@@ -190,9 +190,12 @@ func (c *Controller) open() error {
 	if err := c.openCron(); err != nil {
 		return err
 	}
-	c.server = grpc.NewServer(append(pauth.MessageSizeServerOptions(), c.opts.ServerOptions...)...)
+	scrub := rpc.NewScrubber(root)
+	c.server = grpc.NewServer(append(append(pauth.MessageSizeServerOptions(),
+		grpc.ChainUnaryInterceptor(scrub.Unary), grpc.ChainStreamInterceptor(scrub.Stream)),
+		c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
-		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Config: c.config, Version: Version,
+		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
 		Cron: c.cron, Daemon: c.opts.Daemon,
 	}))
 	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep))
@@ -211,6 +214,10 @@ func (c *Controller) maxLogBytes() uint64 {
 	}
 	return uint64(cfg.MaxLogBytes)
 }
+
+// healthServices are the names the health service answers for: "" (the
+// server as a whole) and each decree service.
+var healthServices = []string{"", decreev1.ControllerService_ServiceDesc.ServiceName, decreev1.WorkerService_ServiceDesc.ServiceName}
 
 // Version is the controller's version string.
 var Version = "dev"
@@ -290,7 +297,9 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 			}
 		}()
 	}
-	c.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, name := range healthServices {
+		c.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
 	cronDone := c.runCron(ctx)
 	loopDone := make(chan struct{})
 	go func() {

@@ -102,7 +102,7 @@ func (g *Guard) authorize(ctx context.Context, method string) error {
 	tok, present := bearer(ctx)
 	if !present {
 		g.log.Warn("refused a call without a token", "method", method, "peer", from)
-		return status.Errorf(codes.Unauthenticated, "%s needs a bearer token over TCP: give decreectl or decree-worker --token-file FILE (or DECREE_TOKEN_FILE / DECREE_TOKEN)", method)
+		return status.Errorf(codes.Unauthenticated, "%s needs a bearer token over TCP: send the metadata \"authorization: Bearer <token>\" with the controller's client token (ControllerService) or worker token (WorkerService)", method)
 	}
 	role := g.match(tok)
 	if role == RoleNone {
@@ -116,10 +116,10 @@ func (g *Guard) authorize(ctx context.Context, method string) error {
 		return nil
 	case n == needClient:
 		g.log.Warn("refused a worker token on ControllerService", "method", method, "peer", from)
-		return status.Errorf(codes.PermissionDenied, "%s is for clients, and this is a worker token; decreectl needs the controller's client token", method)
+		return status.Errorf(codes.PermissionDenied, "%s is for clients, and this is a worker token; clients need the controller's client token", method)
 	case n == needWorker:
 		g.log.Warn("refused a client token on WorkerService", "method", method, "peer", from)
-		return status.Errorf(codes.PermissionDenied, "%s is for workers, and this is a client token; decree-worker needs the controller's worker token", method)
+		return status.Errorf(codes.PermissionDenied, "%s is for workers, and this is a client token; workers need the controller's worker token", method)
 	}
 	g.log.Warn("refused a call to a service not offered over TCP", "method", method, "peer", from)
 	return status.Errorf(codes.PermissionDenied, "%s is not offered over TCP", method)

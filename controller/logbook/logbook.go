@@ -220,6 +220,13 @@ func (b *Book) Append(k Key, offset uint64, data []byte) (uint64, error) {
 	return lf.size, nil
 }
 
+// Live reports whether an attempt is under way (its logs may still grow).
+func (b *Book) Live(messageID string, attempt int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live[attemptKey{messageID, attempt}] != nil
+}
+
 func (b *Book) isLiveLocked(k Key) bool { return b.live[attemptKey{k.MessageID, k.Attempt}] != nil }
 
 func (b *Book) notifyLocked(k Key) {

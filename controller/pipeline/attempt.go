@@ -49,12 +49,13 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 	defer p.d.Logs.End(e.ID, a.N)
 	p.emit(ctx, &events.Event{Kind: events.AttemptStarted, MessageID: e.ID, Chain: e.Chain, Attempt: a.N, Routine: rt.Name})
 
-	exitCode, errText := -1, ""
+	exitCode, errText, workerID := -1, "", ""
 	if hookErr := p.runMessageHook(ctx, cfg, e, run, "beforeEach", a.N, 0, false); hookErr != "" {
 		errText = "beforeEach hook failed: " + hookErr
 		res.blockedByHook = true
 	} else {
-		status, workerID, derr := p.dispatchRoutine(ctx, cfg, e, rt, run, a.N, max)
+		status, wid, derr := p.dispatchRoutine(ctx, cfg, e, rt, run, a.N, max)
+		workerID = wid
 		if workerID != "" {
 			_ = run.SetAttemptWorker(a.N, workerID)
 		}
@@ -92,8 +93,8 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 			p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
 		}
 		for _, r := range col.Rejected {
-			p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
-				Text: fmt.Sprintf("follow-up %s rejected: %s", r.Source, firstLine(r.Note.Detail))})
+			p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: r.Note.MessageID, Chain: e.Chain,
+				Text: fmt.Sprintf("%s: follow-up %s of %s rejected: %s", r.Note.Reason, r.Source, e.ID, firstLine(r.Note.Detail))})
 		}
 	} else {
 		p.discardFollowUps(run, before, a.N)
@@ -102,7 +103,7 @@ func (p *Pipeline) attempt(ctx context.Context, cfg *config.Config, e store.Entr
 		return res, err
 	}
 	p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
-		Attempt: a.N, ExitCode: exitCode, Text: errText})
+		Attempt: a.N, ExitCode: exitCode, Text: errText, WorkerID: workerID})
 	return res, nil
 }
 

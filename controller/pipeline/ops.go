@@ -24,6 +24,9 @@ type Submission struct {
 	Name   string
 	Body   []byte
 	Fields []message.Field
+	// Chain, when set, is the chain id to use (one the caller reserved
+	// with Store.ReserveChain); a fresh one otherwise.
+	Chain string
 }
 
 // reservedFields are derived by normalisation and cannot be submitted.
@@ -46,6 +49,10 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 			return store.Entry{}, 0, fmt.Errorf("%w: field %s given twice", ErrInvalid, f.Key)
 		}
 		m.Set(f.Key, f.Value)
+	}
+	if sub.Chain != "" {
+		m.Set("chain", sub.Chain)
+		m.Set("seq", 0)
 	}
 	if in := m.InputFile(); in != "" {
 		full, err := fsutil.ConfinedJoin(p.d.Store.Root(), in)

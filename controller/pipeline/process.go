@@ -26,11 +26,25 @@ const (
 // process handles one message from selection to done or dead.
 func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entry) {
 	log := p.log.With("message", e.ID)
+	// The message counts as running from its selection on, so that a
+	// CancelMessage arriving before its first attempt reaches it here
+	// instead of dead-lettering the inbox file under the loop's feet.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.setRunning(&running{id: e.ID, cancel: cancel})
+	defer p.setRunning(nil)
 	rt, reject := p.chooseRoutine(ctx, cfg, e)
+	if reason, ok := p.cancelled(e.ID); ok {
+		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason})
+		return
+	}
 	if reject != nil {
 		p.deadLetterUnrun(ctx, e, *reject)
 		return
 	}
+	p.mu.Lock()
+	p.running.routine = rt.Name
+	p.mu.Unlock()
 	e.Message.Set("routine", rt.Name)
 	st := p.d.Store
 	maxAttempts := cfg.AttemptsFor(rt.Name)
@@ -45,14 +59,15 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	if s := run.State(); s.MaxAttempts > 0 {
 		maxAttempts = s.MaxAttempts
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	p.setRunning(&running{id: e.ID, routine: rt.Name, cancel: cancel})
-	defer p.setRunning(nil)
 
 	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
 	manifest, err := p.checkpoint(runCtx, run)
 	if err != nil {
+		if reason, ok := p.cancelled(e.ID); ok {
+			p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "Cancelled", MessageID: e.ID, Detail: reason})
+			p.finishRun(ctx, run, store.OutcomeCancelled)
+			return
+		}
 		log.Error("checkpoint", "err", err)
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: "CheckpointFailed", MessageID: e.ID,
 			Detail: fmt.Sprintf("Taking the checkpoint before the first attempt failed: %v", err)})

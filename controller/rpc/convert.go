@@ -50,7 +50,7 @@ var messageStates = map[store.MessageState]decreev1.MessageState{
 	store.StateDead:   decreev1.MessageState_MESSAGE_STATE_DEAD,
 }
 
-// messageInfo converts a listed message, body included.
+// messageInfo converts a listed message (never its body).
 func messageInfo(v store.MessageView) *decreev1.MessageInfo {
 	mi := &decreev1.MessageInfo{Id: v.ID, Name: v.Name, Chain: v.Chain, Seq: int32(v.Seq), State: messageStates[v.State], DeadReason: v.Problem}
 	if m := v.Message; m != nil {
@@ -64,7 +64,6 @@ func messageInfo(v store.MessageView) *decreev1.MessageInfo {
 		for _, f := range m.Fields {
 			mi.Fields = append(mi.Fields, &decreev1.Field{Key: f.Key, Value: message.ParamValue(f.Value)})
 		}
-		mi.Body = m.Body
 	}
 	return mi
 }

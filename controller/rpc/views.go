@@ -17,16 +17,21 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	running, _, attempt, busy := s.d.Pipeline.Running()
 	out := make([]*decreev1.MessageInfo, 0, len(views))
 	for _, v := range views {
-		mi := messageInfo(v)
-		if busy && v.State == store.StateQueued && v.ID == running {
-			mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
-		}
-		out = append(out, mi)
+		out = append(out, s.messageView(v))
 	}
 	return out, nil
+}
+
+// messageView converts a listed message, marking it running when the loop
+// is processing it.
+func (s *ControllerServer) messageView(v store.MessageView) *decreev1.MessageInfo {
+	mi := messageInfo(v)
+	if running, _, attempt, busy := s.d.Pipeline.Running(); busy && v.State == store.StateQueued && v.ID == running {
+		mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
+	}
+	return mi
 }
 
 // ListRoutines lists routines with descriptions and parameters.
@@ -78,7 +83,6 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		case decreev1.MessageState_MESSAGE_STATE_QUEUED:
 			resp.Queued++
 		case decreev1.MessageState_MESSAGE_STATE_RUNNING:
-			m.Body = nil
 			resp.Running = m
 		case decreev1.MessageState_MESSAGE_STATE_DONE:
 			resp.Done++

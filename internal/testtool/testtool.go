@@ -29,6 +29,16 @@ func Require(t testing.TB, name string) string {
 	return p
 }
 
+// Unavailable skips the test because what it needs is missing (why), or
+// fails it when DECREE_REQUIRE_TOOLS=1, like Require.
+func Unavailable(t testing.TB, what string, why error) {
+	t.Helper()
+	if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
+		t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but unavailable: %v", what, why)
+	}
+	t.Skipf("%s unavailable (set DECREE_REQUIRE_TOOLS=1 to make this a failure): %v", what, why)
+}
+
 // Commands are decree's programs, as module-relative package directories.
 var Commands = []string{"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker", "./cmd/decree-driver-tree"}
 

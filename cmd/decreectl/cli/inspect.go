@@ -69,7 +69,7 @@ func newRunsCmd(g *globals) *cobra.Command {
 		Short: "List runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
-			resp, err := s.client.ListRuns(cmd.Context(), &decreev1.ListRunsRequest{Chain: chain, Limit: limit})
+			resp, err := listRuns(cmd.Context(), s.client, chain, int(limit))
 			if err != nil {
 				return describe(err)
 			}

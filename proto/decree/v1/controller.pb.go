@@ -31,7 +31,15 @@ type SubmitMessageRequest struct {
 	// The message body.
 	Body []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
 	// Frontmatter fields, in order (routine, input_file, custom variables).
-	Fields        []*Field `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Keys are letters, digits, '_', '-' and '.', starting with a letter or
+	// '_' (at most 128 characters).
+	Fields []*Field `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Idempotency key (at most 128 printable ASCII characters), e.g. a UUID
+	// the client makes once per submission and reuses on retries. A repeated
+	// key returns the first result with replayed set, even across controller
+	// restarts; the same key with a different name, body or fields is
+	// ALREADY_EXISTS. Keys are kept for 7 days.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -87,13 +95,23 @@ func (x *SubmitMessageRequest) GetFields() []*Field {
 	return nil
 }
 
+func (x *SubmitMessageRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // SubmitMessageResponse names the queued message.
 type SubmitMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The message as queued.
+	// The message as queued: id, name, chain, seq, routine, fields. The body
+	// is never echoed (GetMessage returns it).
 	Message *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// Watch events from here to see everything this message causes.
 	EventSequence uint64 `protobuf:"varint,2,opt,name=event_sequence,json=eventSequence,proto3" json:"event_sequence,omitempty"`
+	// True when request_id was seen before and nothing new was queued.
+	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +160,256 @@ func (x *SubmitMessageResponse) GetEventSequence() uint64 {
 	return 0
 }
 
+func (x *SubmitMessageResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+// WatchMessageRequest names the message to follow.
+type WatchMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message id (as SubmitMessage returned it).
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Resume after the response that carried this cursor; empty starts from
+	// the message's first event.
+	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchMessageRequest) Reset() {
+	*x = WatchMessageRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchMessageRequest) ProtoMessage() {}
+
+func (x *WatchMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchMessageRequest.ProtoReflect.Descriptor instead.
+func (*WatchMessageRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WatchMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *WatchMessageRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+// MessageOutcome is how a message ended.
+type MessageOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message id.
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// MESSAGE_STATE_DONE or MESSAGE_STATE_DEAD.
+	State MessageState `protobuf:"varint,2,opt,name=state,proto3,enum=decree.v1.MessageState" json:"state,omitempty"`
+	// Why it was dead-lettered ("RetriesExhausted: ...", "Cancelled: ...");
+	// empty when done.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Attempts made.
+	Attempts      int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageOutcome) Reset() {
+	*x = MessageOutcome{}
+	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageOutcome) ProtoMessage() {}
+
+func (x *MessageOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageOutcome.ProtoReflect.Descriptor instead.
+func (*MessageOutcome) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MessageOutcome) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MessageOutcome) GetState() MessageState {
+	if x != nil {
+		return x.State
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+func (x *MessageOutcome) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MessageOutcome) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+// WatchMessageResponse is one step of a message's life.
+type WatchMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pass it to WatchMessage to resume after this response.
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// What happened.
+	//
+	// Types that are valid to be assigned to Item:
+	//
+	//	*WatchMessageResponse_Event
+	//	*WatchMessageResponse_Log
+	//	*WatchMessageResponse_Outcome
+	Item          isWatchMessageResponse_Item `protobuf_oneof:"item"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchMessageResponse) Reset() {
+	*x = WatchMessageResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchMessageResponse) ProtoMessage() {}
+
+func (x *WatchMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchMessageResponse.ProtoReflect.Descriptor instead.
+func (*WatchMessageResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WatchMessageResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchMessageResponse) GetItem() isWatchMessageResponse_Item {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *WatchMessageResponse) GetEvent() *Event {
+	if x != nil {
+		if x, ok := x.Item.(*WatchMessageResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *WatchMessageResponse) GetLog() *LogChunk {
+	if x != nil {
+		if x, ok := x.Item.(*WatchMessageResponse_Log); ok {
+			return x.Log
+		}
+	}
+	return nil
+}
+
+func (x *WatchMessageResponse) GetOutcome() *MessageOutcome {
+	if x != nil {
+		if x, ok := x.Item.(*WatchMessageResponse_Outcome); ok {
+			return x.Outcome
+		}
+	}
+	return nil
+}
+
+type isWatchMessageResponse_Item interface {
+	isWatchMessageResponse_Item()
+}
+
+type WatchMessageResponse_Event struct {
+	// An event about the message.
+	Event *Event `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
+}
+
+type WatchMessageResponse_Log struct {
+	// Routine output of the attempt announced by the last ATTEMPT_STARTED.
+	Log *LogChunk `protobuf:"bytes,3,opt,name=log,proto3,oneof"`
+}
+
+type WatchMessageResponse_Outcome struct {
+	// The end; the stream closes after it.
+	Outcome *MessageOutcome `protobuf:"bytes,4,opt,name=outcome,proto3,oneof"`
+}
+
+func (*WatchMessageResponse_Event) isWatchMessageResponse_Item() {}
+
+func (*WatchMessageResponse_Log) isWatchMessageResponse_Item() {}
+
+func (*WatchMessageResponse_Outcome) isWatchMessageResponse_Item() {}
+
 // ProcessMigrationsRequest starts (or previews) migration processing.
 type ProcessMigrationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -153,7 +421,7 @@ type ProcessMigrationsRequest struct {
 
 func (x *ProcessMigrationsRequest) Reset() {
 	*x = ProcessMigrationsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	mi := &file_decree_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +433,7 @@ func (x *ProcessMigrationsRequest) String() string {
 func (*ProcessMigrationsRequest) ProtoMessage() {}
 
 func (x *ProcessMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	mi := &file_decree_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +446,7 @@ func (x *ProcessMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*ProcessMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProcessMigrationsRequest) GetDryRun() bool {
@@ -201,7 +469,7 @@ type Migration struct {
 
 func (x *Migration) Reset() {
 	*x = Migration{}
-	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	mi := &file_decree_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +481,7 @@ func (x *Migration) String() string {
 func (*Migration) ProtoMessage() {}
 
 func (x *Migration) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	mi := &file_decree_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +494,7 @@ func (x *Migration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Migration.ProtoReflect.Descriptor instead.
 func (*Migration) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Migration) GetFile() string {
@@ -258,7 +526,7 @@ type ProcessMigrationsResponse struct {
 
 func (x *ProcessMigrationsResponse) Reset() {
 	*x = ProcessMigrationsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	mi := &file_decree_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +538,7 @@ func (x *ProcessMigrationsResponse) String() string {
 func (*ProcessMigrationsResponse) ProtoMessage() {}
 
 func (x *ProcessMigrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	mi := &file_decree_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +551,7 @@ func (x *ProcessMigrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessMigrationsResponse.ProtoReflect.Descriptor instead.
 func (*ProcessMigrationsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProcessMigrationsResponse) GetMigrations() []*Migration {
@@ -324,7 +592,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[5]
+	mi := &file_decree_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +604,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[5]
+	mi := &file_decree_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +617,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -391,7 +659,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[6]
+	mi := &file_decree_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +671,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[6]
+	mi := &file_decree_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +684,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchEventsResponse) GetEvent() *Event {
@@ -435,7 +703,8 @@ type WatchLogsRequest struct {
 	Attempt int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Stream name; empty means "routine".
 	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
-	// Byte offset to start from.
+	// Byte offset to start from; past the end of a finished log is
+	// OUT_OF_RANGE.
 	Offset uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Keep streaming until the attempt ends.
 	Follow        bool `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`
@@ -445,7 +714,7 @@ type WatchLogsRequest struct {
 
 func (x *WatchLogsRequest) Reset() {
 	*x = WatchLogsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[7]
+	mi := &file_decree_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +726,7 @@ func (x *WatchLogsRequest) String() string {
 func (*WatchLogsRequest) ProtoMessage() {}
 
 func (x *WatchLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[7]
+	mi := &file_decree_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +739,7 @@ func (x *WatchLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogsRequest.ProtoReflect.Descriptor instead.
 func (*WatchLogsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchLogsRequest) GetMessageId() string {
@@ -519,7 +788,7 @@ type WatchLogsResponse struct {
 
 func (x *WatchLogsResponse) Reset() {
 	*x = WatchLogsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[8]
+	mi := &file_decree_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +800,7 @@ func (x *WatchLogsResponse) String() string {
 func (*WatchLogsResponse) ProtoMessage() {}
 
 func (x *WatchLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[8]
+	mi := &file_decree_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +813,7 @@ func (x *WatchLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogsResponse.ProtoReflect.Descriptor instead.
 func (*WatchLogsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchLogsResponse) GetChunk() *LogChunk {
@@ -557,17 +826,22 @@ func (x *WatchLogsResponse) GetChunk() *LogChunk {
 // ListMessagesRequest filters messages.
 type ListMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only these states; empty means all.
+	// Only these states; empty means all. Unknown values (and UNSPECIFIED)
+	// are INVALID_ARGUMENT.
 	States []MessageState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=decree.v1.MessageState" json:"states,omitempty"`
 	// Only this chain.
-	Chain         string `protobuf:"bytes,2,opt,name=chain,proto3" json:"chain,omitempty"`
+	Chain string `protobuf:"bytes,2,opt,name=chain,proto3" json:"chain,omitempty"`
+	// At most this many per page (default 100, at most 1000).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[9]
+	mi := &file_decree_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +853,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[9]
+	mi := &file_decree_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +866,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -609,18 +883,35 @@ func (x *ListMessagesRequest) GetChain() string {
 	return ""
 }
 
-// ListMessagesResponse lists messages, oldest chain first.
+func (x *ListMessagesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMessagesResponse lists messages, oldest chain first and by seq within
+// a chain (messages without an id last, by name).
 type ListMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The messages.
-	Messages      []*MessageInfo `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// The messages, without bodies.
+	Messages []*MessageInfo `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Pass as page_token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[10]
+	mi := &file_decree_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +923,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[10]
+	mi := &file_decree_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +936,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
@@ -653,6 +944,13 @@ func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *ListMessagesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetMessageRequest names a message.
@@ -666,7 +964,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[11]
+	mi := &file_decree_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +976,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[11]
+	mi := &file_decree_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +989,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetMessageRequest) GetId() string {
@@ -704,15 +1002,17 @@ func (x *GetMessageRequest) GetId() string {
 // GetMessageResponse carries the message.
 type GetMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The message, with its body.
-	Message       *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The message.
+	Message *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The message body, byte for byte.
+	Body          []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[12]
+	mi := &file_decree_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +1024,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[12]
+	mi := &file_decree_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +1037,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetMessageResponse) GetMessage() *MessageInfo {
@@ -747,20 +1047,29 @@ func (x *GetMessageResponse) GetMessage() *MessageInfo {
 	return nil
 }
 
+func (x *GetMessageResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 // ListRunsRequest filters runs.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this chain.
 	Chain string `protobuf:"bytes,1,opt,name=chain,proto3" json:"chain,omitempty"`
-	// At most this many; 0 means all.
-	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// At most this many per page (default 100, at most 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[13]
+	mi := &file_decree_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +1081,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[13]
+	mi := &file_decree_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +1094,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListRunsRequest) GetChain() string {
@@ -795,25 +1104,34 @@ func (x *ListRunsRequest) GetChain() string {
 	return ""
 }
 
-func (x *ListRunsRequest) GetLimit() int32 {
+func (x *ListRunsRequest) GetPageSize() int32 {
 	if x != nil {
-		return x.Limit
+		return x.PageSize
 	}
 	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 // ListRunsResponse lists runs, newest first.
 type ListRunsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The runs.
-	Runs          []*RunInfo `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	Runs []*RunInfo `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Pass as page_token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[14]
+	mi := &file_decree_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1143,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[14]
+	mi := &file_decree_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1156,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunInfo {
@@ -846,6 +1164,13 @@ func (x *ListRunsResponse) GetRuns() []*RunInfo {
 		return x.Runs
 	}
 	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetRunRequest names a run.
@@ -859,7 +1184,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[15]
+	mi := &file_decree_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1196,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[15]
+	mi := &file_decree_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1209,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -905,7 +1230,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[16]
+	mi := &file_decree_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1242,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[16]
+	mi := &file_decree_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1255,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetRunResponse) GetRun() *RunInfo {
@@ -947,7 +1272,7 @@ type GetArtifactRequest struct {
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// File name inside the run directory.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Byte offset to start from.
+	// Byte offset to start from; past the end of the file is OUT_OF_RANGE.
 	Offset        uint64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -955,7 +1280,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[17]
+	mi := &file_decree_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1292,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[17]
+	mi := &file_decree_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1305,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetArtifactRequest) GetMessageId() string {
@@ -1019,7 +1344,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1356,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1369,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetArtifactResponse) GetOffset() uint64 {
@@ -1079,7 +1404,7 @@ type ListRoutinesRequest struct {
 
 func (x *ListRoutinesRequest) Reset() {
 	*x = ListRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1416,7 @@ func (x *ListRoutinesRequest) String() string {
 func (*ListRoutinesRequest) ProtoMessage() {}
 
 func (x *ListRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1429,7 @@ func (x *ListRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListRoutinesRequest) GetAll() bool {
@@ -1128,7 +1453,7 @@ type ListRoutinesResponse struct {
 
 func (x *ListRoutinesResponse) Reset() {
 	*x = ListRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[20]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1465,7 @@ func (x *ListRoutinesResponse) String() string {
 func (*ListRoutinesResponse) ProtoMessage() {}
 
 func (x *ListRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[20]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1478,7 @@ func (x *ListRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*ListRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListRoutinesResponse) GetRoutines() []*RoutineInfo {
@@ -1179,7 +1504,7 @@ type SyncRoutinesRequest struct {
 
 func (x *SyncRoutinesRequest) Reset() {
 	*x = SyncRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1516,7 @@ func (x *SyncRoutinesRequest) String() string {
 func (*SyncRoutinesRequest) ProtoMessage() {}
 
 func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1529,7 @@ func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*SyncRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 // SyncRoutinesResponse says what the sync changed; all lists are sorted and
@@ -1227,7 +1552,7 @@ type SyncRoutinesResponse struct {
 
 func (x *SyncRoutinesResponse) Reset() {
 	*x = SyncRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1564,7 @@ func (x *SyncRoutinesResponse) String() string {
 func (*SyncRoutinesResponse) ProtoMessage() {}
 
 func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1577,7 @@ func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*SyncRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SyncRoutinesResponse) GetAdded() []string {
@@ -1294,7 +1619,7 @@ type RequeueMessageRequest struct {
 
 func (x *RequeueMessageRequest) Reset() {
 	*x = RequeueMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1631,7 @@ func (x *RequeueMessageRequest) String() string {
 func (*RequeueMessageRequest) ProtoMessage() {}
 
 func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1644,7 @@ func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageRequest.ProtoReflect.Descriptor instead.
 func (*RequeueMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RequeueMessageRequest) GetId() string {
@@ -1340,7 +1665,7 @@ type RequeueMessageResponse struct {
 
 func (x *RequeueMessageResponse) Reset() {
 	*x = RequeueMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1677,7 @@ func (x *RequeueMessageResponse) String() string {
 func (*RequeueMessageResponse) ProtoMessage() {}
 
 func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1690,7 @@ func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageResponse.ProtoReflect.Descriptor instead.
 func (*RequeueMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RequeueMessageResponse) GetMessage() *MessageInfo {
@@ -1388,7 +1713,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1725,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1738,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelMessageRequest) GetId() string {
@@ -1433,7 +1758,7 @@ func (x *CancelMessageRequest) GetReason() string {
 // CancelMessageResponse carries the cancelled message.
 type CancelMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The message, now dead-lettered.
+	// The message, now dead-lettered (its routine no longer runs).
 	Message       *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1441,7 +1766,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1778,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1791,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelMessageResponse) GetMessage() *MessageInfo {
@@ -1487,7 +1812,7 @@ type RevertMessageRequest struct {
 
 func (x *RevertMessageRequest) Reset() {
 	*x = RevertMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1824,7 @@ func (x *RevertMessageRequest) String() string {
 func (*RevertMessageRequest) ProtoMessage() {}
 
 func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1837,7 @@ func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageRequest.ProtoReflect.Descriptor instead.
 func (*RevertMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RevertMessageRequest) GetId() string {
@@ -1533,7 +1858,7 @@ type RevertMessageResponse struct {
 
 func (x *RevertMessageResponse) Reset() {
 	*x = RevertMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1870,7 @@ func (x *RevertMessageResponse) String() string {
 func (*RevertMessageResponse) ProtoMessage() {}
 
 func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1883,7 @@ func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageResponse.ProtoReflect.Descriptor instead.
 func (*RevertMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RevertMessageResponse) GetPaths() []string {
@@ -1577,7 +1902,7 @@ type ListCronEntriesRequest struct {
 
 func (x *ListCronEntriesRequest) Reset() {
 	*x = ListCronEntriesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1914,7 @@ func (x *ListCronEntriesRequest) String() string {
 func (*ListCronEntriesRequest) ProtoMessage() {}
 
 func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1927,7 @@ func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 // CronEntry is one file of .decree/cron/.
@@ -1630,7 +1955,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1967,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1980,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CronEntry) GetFile() string {
@@ -1725,7 +2050,7 @@ type ListCronEntriesResponse struct {
 
 func (x *ListCronEntriesResponse) Reset() {
 	*x = ListCronEntriesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +2062,7 @@ func (x *ListCronEntriesResponse) String() string {
 func (*ListCronEntriesResponse) ProtoMessage() {}
 
 func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +2075,7 @@ func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListCronEntriesResponse) GetEntries() []*CronEntry {
@@ -1769,7 +2094,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2106,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2119,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 // WorkerInfo describes a worker.
@@ -1824,7 +2149,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2161,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2174,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1926,7 +2251,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2263,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2276,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1970,7 +2295,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2307,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2320,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 // GetStatusResponse summarises the project.
@@ -2034,7 +2359,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2371,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2384,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetStatusResponse) GetProjectDir() string {
@@ -2163,7 +2488,7 @@ type CheckRoutinesRequest struct {
 
 func (x *CheckRoutinesRequest) Reset() {
 	*x = CheckRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2500,7 @@ func (x *CheckRoutinesRequest) String() string {
 func (*CheckRoutinesRequest) ProtoMessage() {}
 
 func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2513,7 @@ func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CheckRoutinesRequest) GetRoutines() []string {
@@ -2235,7 +2560,7 @@ type PreCheckResult struct {
 
 func (x *PreCheckResult) Reset() {
 	*x = PreCheckResult{}
-	mi := &file_decree_v1_controller_proto_msgTypes[38]
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2572,7 @@ func (x *PreCheckResult) String() string {
 func (*PreCheckResult) ProtoMessage() {}
 
 func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[38]
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2585,7 @@ func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
 func (*PreCheckResult) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PreCheckResult) GetRoutine() string {
@@ -2317,7 +2642,7 @@ type CheckRoutinesResponse struct {
 
 func (x *CheckRoutinesResponse) Reset() {
 	*x = CheckRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[39]
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2654,7 @@ func (x *CheckRoutinesResponse) String() string {
 func (*CheckRoutinesResponse) ProtoMessage() {}
 
 func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[39]
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2667,7 @@ func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
@@ -2361,7 +2686,7 @@ type GetDeadLetterStatsRequest struct {
 
 func (x *GetDeadLetterStatsRequest) Reset() {
 	*x = GetDeadLetterStatsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2698,7 @@ func (x *GetDeadLetterStatsRequest) String() string {
 func (*GetDeadLetterStatsRequest) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2711,7 @@ func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 // GetDeadLetterStatsResponse summarises inbox/dead/.
@@ -2402,7 +2727,7 @@ type GetDeadLetterStatsResponse struct {
 
 func (x *GetDeadLetterStatsResponse) Reset() {
 	*x = GetDeadLetterStatsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2739,7 @@ func (x *GetDeadLetterStatsResponse) String() string {
 func (*GetDeadLetterStatsResponse) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2752,7 @@ func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetDeadLetterStatsResponse) GetCount() int32 {
@@ -2448,14 +2773,33 @@ var File_decree_v1_controller_proto protoreflect.FileDescriptor
 
 const file_decree_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1adecree/v1/controller.proto\x12\tdecree.v1\x1a\x15decree/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"\x1adecree/v1/controller.proto\x12\tdecree.v1\x1a\x15decree/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x01\n" +
 	"\x14SubmitMessageRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12(\n" +
-	"\x06fields\x18\x03 \x03(\v2\x10.decree.v1.FieldR\x06fields\"p\n" +
+	"\x06fields\x18\x03 \x03(\v2\x10.decree.v1.FieldR\x06fields\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x8c\x01\n" +
 	"\x15SubmitMessageResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\x12%\n" +
-	"\x0eevent_sequence\x18\x02 \x01(\x04R\reventSequence\"3\n" +
+	"\x0eevent_sequence\x18\x02 \x01(\x04R\reventSequence\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"L\n" +
+	"\x13WatchMessageRequest\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\"\x92\x01\n" +
+	"\x0eMessageOutcome\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12-\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x17.decree.v1.MessageStateR\x05state\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\"\xc0\x01\n" +
+	"\x14WatchMessageResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12(\n" +
+	"\x05event\x18\x02 \x01(\v2\x10.decree.v1.EventH\x00R\x05event\x12'\n" +
+	"\x03log\x18\x03 \x01(\v2\x13.decree.v1.LogChunkH\x00R\x03log\x125\n" +
+	"\aoutcome\x18\x04 \x01(\v2\x19.decree.v1.MessageOutcomeH\x00R\aoutcomeB\x06\n" +
+	"\x04item\"3\n" +
 	"\x18ProcessMigrationsRequest\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"=\n" +
 	"\tMigration\x12\x12\n" +
@@ -2482,21 +2826,29 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x16\n" +
 	"\x06follow\x18\x05 \x01(\bR\x06follow\">\n" +
 	"\x11WatchLogsResponse\x12)\n" +
-	"\x05chunk\x18\x01 \x01(\v2\x13.decree.v1.LogChunkR\x05chunk\"\\\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x13.decree.v1.LogChunkR\x05chunk\"\x98\x01\n" +
 	"\x13ListMessagesRequest\x12/\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x17.decree.v1.MessageStateR\x06states\x12\x14\n" +
-	"\x05chain\x18\x02 \x01(\tR\x05chain\"J\n" +
+	"\x05chain\x18\x02 \x01(\tR\x05chain\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"r\n" +
 	"\x14ListMessagesResponse\x122\n" +
-	"\bmessages\x18\x01 \x03(\v2\x16.decree.v1.MessageInfoR\bmessages\"#\n" +
+	"\bmessages\x18\x01 \x03(\v2\x16.decree.v1.MessageInfoR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"#\n" +
 	"\x11GetMessageRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"Z\n" +
 	"\x12GetMessageResponse\x120\n" +
-	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\"=\n" +
+	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\"c\n" +
 	"\x0fListRunsRequest\x12\x14\n" +
-	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\":\n" +
+	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"b\n" +
 	"\x10ListRunsResponse\x12&\n" +
-	"\x04runs\x18\x01 \x03(\v2\x12.decree.v1.RunInfoR\x04runs\"\x1f\n" +
+	"\x04runs\x18\x01 \x03(\v2\x12.decree.v1.RunInfoR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n" +
 	"\rGetRunRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"6\n" +
 	"\x0eGetRunResponse\x12$\n" +
@@ -2600,9 +2952,10 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x1aGetDeadLetterStatsResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x12;\n" +
 	"\voldest_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"oldestTime2\x99\f\n" +
+	"oldestTime2\xec\f\n" +
 	"\x11ControllerService\x12R\n" +
-	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12^\n" +
+	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12Q\n" +
+	"\fWatchMessage\x12\x1e.decree.v1.WatchMessageRequest\x1a\x1f.decree.v1.WatchMessageResponse0\x01\x12^\n" +
 	"\x11ProcessMigrations\x12#.decree.v1.ProcessMigrationsRequest\x1a$.decree.v1.ProcessMigrationsResponse\x12N\n" +
 	"\vWatchEvents\x12\x1d.decree.v1.WatchEventsRequest\x1a\x1e.decree.v1.WatchEventsResponse0\x01\x12H\n" +
 	"\tWatchLogs\x12\x1b.decree.v1.WatchLogsRequest\x1a\x1c.decree.v1.WatchLogsResponse0\x01\x12O\n" +
@@ -2635,128 +2988,137 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_decree_v1_controller_proto_goTypes = []any{
 	(*SubmitMessageRequest)(nil),       // 0: decree.v1.SubmitMessageRequest
 	(*SubmitMessageResponse)(nil),      // 1: decree.v1.SubmitMessageResponse
-	(*ProcessMigrationsRequest)(nil),   // 2: decree.v1.ProcessMigrationsRequest
-	(*Migration)(nil),                  // 3: decree.v1.Migration
-	(*ProcessMigrationsResponse)(nil),  // 4: decree.v1.ProcessMigrationsResponse
-	(*WatchEventsRequest)(nil),         // 5: decree.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),        // 6: decree.v1.WatchEventsResponse
-	(*WatchLogsRequest)(nil),           // 7: decree.v1.WatchLogsRequest
-	(*WatchLogsResponse)(nil),          // 8: decree.v1.WatchLogsResponse
-	(*ListMessagesRequest)(nil),        // 9: decree.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 10: decree.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 11: decree.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 12: decree.v1.GetMessageResponse
-	(*ListRunsRequest)(nil),            // 13: decree.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),           // 14: decree.v1.ListRunsResponse
-	(*GetRunRequest)(nil),              // 15: decree.v1.GetRunRequest
-	(*GetRunResponse)(nil),             // 16: decree.v1.GetRunResponse
-	(*GetArtifactRequest)(nil),         // 17: decree.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),        // 18: decree.v1.GetArtifactResponse
-	(*ListRoutinesRequest)(nil),        // 19: decree.v1.ListRoutinesRequest
-	(*ListRoutinesResponse)(nil),       // 20: decree.v1.ListRoutinesResponse
-	(*SyncRoutinesRequest)(nil),        // 21: decree.v1.SyncRoutinesRequest
-	(*SyncRoutinesResponse)(nil),       // 22: decree.v1.SyncRoutinesResponse
-	(*RequeueMessageRequest)(nil),      // 23: decree.v1.RequeueMessageRequest
-	(*RequeueMessageResponse)(nil),     // 24: decree.v1.RequeueMessageResponse
-	(*CancelMessageRequest)(nil),       // 25: decree.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),      // 26: decree.v1.CancelMessageResponse
-	(*RevertMessageRequest)(nil),       // 27: decree.v1.RevertMessageRequest
-	(*RevertMessageResponse)(nil),      // 28: decree.v1.RevertMessageResponse
-	(*ListCronEntriesRequest)(nil),     // 29: decree.v1.ListCronEntriesRequest
-	(*CronEntry)(nil),                  // 30: decree.v1.CronEntry
-	(*ListCronEntriesResponse)(nil),    // 31: decree.v1.ListCronEntriesResponse
-	(*ListWorkersRequest)(nil),         // 32: decree.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                 // 33: decree.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),        // 34: decree.v1.ListWorkersResponse
-	(*GetStatusRequest)(nil),           // 35: decree.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),          // 36: decree.v1.GetStatusResponse
-	(*CheckRoutinesRequest)(nil),       // 37: decree.v1.CheckRoutinesRequest
-	(*PreCheckResult)(nil),             // 38: decree.v1.PreCheckResult
-	(*CheckRoutinesResponse)(nil),      // 39: decree.v1.CheckRoutinesResponse
-	(*GetDeadLetterStatsRequest)(nil),  // 40: decree.v1.GetDeadLetterStatsRequest
-	(*GetDeadLetterStatsResponse)(nil), // 41: decree.v1.GetDeadLetterStatsResponse
-	nil,                                // 42: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                      // 43: decree.v1.Field
-	(*MessageInfo)(nil),                // 44: decree.v1.MessageInfo
-	(*Event)(nil),                      // 45: decree.v1.Event
-	(*LogChunk)(nil),                   // 46: decree.v1.LogChunk
-	(MessageState)(0),                  // 47: decree.v1.MessageState
-	(*RunInfo)(nil),                    // 48: decree.v1.RunInfo
-	(*RoutineInfo)(nil),                // 49: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),      // 50: google.protobuf.Timestamp
-	(*UsageLimitWait)(nil),             // 51: decree.v1.UsageLimitWait
+	(*WatchMessageRequest)(nil),        // 2: decree.v1.WatchMessageRequest
+	(*MessageOutcome)(nil),             // 3: decree.v1.MessageOutcome
+	(*WatchMessageResponse)(nil),       // 4: decree.v1.WatchMessageResponse
+	(*ProcessMigrationsRequest)(nil),   // 5: decree.v1.ProcessMigrationsRequest
+	(*Migration)(nil),                  // 6: decree.v1.Migration
+	(*ProcessMigrationsResponse)(nil),  // 7: decree.v1.ProcessMigrationsResponse
+	(*WatchEventsRequest)(nil),         // 8: decree.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),        // 9: decree.v1.WatchEventsResponse
+	(*WatchLogsRequest)(nil),           // 10: decree.v1.WatchLogsRequest
+	(*WatchLogsResponse)(nil),          // 11: decree.v1.WatchLogsResponse
+	(*ListMessagesRequest)(nil),        // 12: decree.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 13: decree.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 14: decree.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 15: decree.v1.GetMessageResponse
+	(*ListRunsRequest)(nil),            // 16: decree.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),           // 17: decree.v1.ListRunsResponse
+	(*GetRunRequest)(nil),              // 18: decree.v1.GetRunRequest
+	(*GetRunResponse)(nil),             // 19: decree.v1.GetRunResponse
+	(*GetArtifactRequest)(nil),         // 20: decree.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),        // 21: decree.v1.GetArtifactResponse
+	(*ListRoutinesRequest)(nil),        // 22: decree.v1.ListRoutinesRequest
+	(*ListRoutinesResponse)(nil),       // 23: decree.v1.ListRoutinesResponse
+	(*SyncRoutinesRequest)(nil),        // 24: decree.v1.SyncRoutinesRequest
+	(*SyncRoutinesResponse)(nil),       // 25: decree.v1.SyncRoutinesResponse
+	(*RequeueMessageRequest)(nil),      // 26: decree.v1.RequeueMessageRequest
+	(*RequeueMessageResponse)(nil),     // 27: decree.v1.RequeueMessageResponse
+	(*CancelMessageRequest)(nil),       // 28: decree.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 29: decree.v1.CancelMessageResponse
+	(*RevertMessageRequest)(nil),       // 30: decree.v1.RevertMessageRequest
+	(*RevertMessageResponse)(nil),      // 31: decree.v1.RevertMessageResponse
+	(*ListCronEntriesRequest)(nil),     // 32: decree.v1.ListCronEntriesRequest
+	(*CronEntry)(nil),                  // 33: decree.v1.CronEntry
+	(*ListCronEntriesResponse)(nil),    // 34: decree.v1.ListCronEntriesResponse
+	(*ListWorkersRequest)(nil),         // 35: decree.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                 // 36: decree.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),        // 37: decree.v1.ListWorkersResponse
+	(*GetStatusRequest)(nil),           // 38: decree.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),          // 39: decree.v1.GetStatusResponse
+	(*CheckRoutinesRequest)(nil),       // 40: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),             // 41: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),      // 42: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),  // 43: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil), // 44: decree.v1.GetDeadLetterStatsResponse
+	nil,                                // 45: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                      // 46: decree.v1.Field
+	(*MessageInfo)(nil),                // 47: decree.v1.MessageInfo
+	(MessageState)(0),                  // 48: decree.v1.MessageState
+	(*Event)(nil),                      // 49: decree.v1.Event
+	(*LogChunk)(nil),                   // 50: decree.v1.LogChunk
+	(*RunInfo)(nil),                    // 51: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                // 52: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),      // 53: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),             // 54: decree.v1.UsageLimitWait
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	43, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	44, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
-	3,  // 2: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	45, // 3: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	46, // 4: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	47, // 5: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	44, // 6: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	44, // 7: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	48, // 8: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	48, // 9: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	49, // 10: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	44, // 11: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	44, // 12: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	50, // 13: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	50, // 14: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
-	30, // 15: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	42, // 16: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	50, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	33, // 18: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	44, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	51, // 20: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
-	38, // 21: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	50, // 22: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 23: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 24: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	5,  // 25: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	7,  // 26: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	9,  // 27: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	11, // 28: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	13, // 29: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	15, // 30: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	17, // 31: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	19, // 32: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	21, // 33: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	23, // 34: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	25, // 35: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	27, // 36: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	29, // 37: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	32, // 38: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	35, // 39: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	37, // 40: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	40, // 41: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	1,  // 42: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 43: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	6,  // 44: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	8,  // 45: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	10, // 46: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	12, // 47: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	14, // 48: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	16, // 49: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	18, // 50: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	20, // 51: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	22, // 52: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	24, // 53: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	26, // 54: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	28, // 55: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	31, // 56: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	34, // 57: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	36, // 58: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	39, // 59: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	41, // 60: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	42, // [42:61] is the sub-list for method output_type
-	23, // [23:42] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	46, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	47, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	48, // 2: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
+	49, // 3: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	50, // 4: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	3,  // 5: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
+	6,  // 6: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
+	49, // 7: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	50, // 8: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	48, // 9: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	47, // 10: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	47, // 11: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	51, // 12: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	51, // 13: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	52, // 14: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	47, // 15: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	47, // 16: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	53, // 17: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	53, // 18: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	33, // 19: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
+	45, // 20: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	53, // 21: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	36, // 22: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
+	47, // 23: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	54, // 24: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	41, // 25: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	53, // 26: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 27: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 28: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	5,  // 29: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	8,  // 30: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	10, // 31: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	12, // 32: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	14, // 33: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	16, // 34: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	18, // 35: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	20, // 36: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	22, // 37: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	24, // 38: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	26, // 39: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	28, // 40: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	30, // 41: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	32, // 42: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	35, // 43: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	38, // 44: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	40, // 45: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	43, // 46: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 47: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 48: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	7,  // 49: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	9,  // 50: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	11, // 51: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	13, // 52: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	15, // 53: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	17, // 54: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	19, // 55: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	21, // 56: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	23, // 57: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	25, // 58: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	27, // 59: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	29, // 60: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	31, // 61: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	34, // 62: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	37, // 63: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	39, // 64: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	42, // 65: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	44, // 66: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	47, // [47:67] is the sub-list for method output_type
+	27, // [27:47] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -2765,13 +3127,18 @@ func file_decree_v1_controller_proto_init() {
 		return
 	}
 	file_decree_v1_types_proto_init()
+	file_decree_v1_controller_proto_msgTypes[4].OneofWrappers = []any{
+		(*WatchMessageResponse_Event)(nil),
+		(*WatchMessageResponse_Log)(nil),
+		(*WatchMessageResponse_Outcome)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

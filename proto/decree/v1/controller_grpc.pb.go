@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ControllerService_SubmitMessage_FullMethodName      = "/decree.v1.ControllerService/SubmitMessage"
+	ControllerService_WatchMessage_FullMethodName       = "/decree.v1.ControllerService/WatchMessage"
 	ControllerService_ProcessMigrations_FullMethodName  = "/decree.v1.ControllerService/ProcessMigrations"
 	ControllerService_WatchEvents_FullMethodName        = "/decree.v1.ControllerService/WatchEvents"
 	ControllerService_WatchLogs_FullMethodName          = "/decree.v1.ControllerService/WatchLogs"
@@ -48,22 +49,52 @@ const (
 // clients in any language. It owns one project directory: its inbox, chains,
 // checkpoints, retry state, dead letters, cron entries and workers.
 //
-// Errors: NOT_FOUND for unknown messages, runs, artifacts and routines;
-// INVALID_ARGUMENT for bad names, keys and paths; FAILED_PRECONDITION when
-// the project state forbids the call (a revert whose files changed since
-// carries google.rpc.PreconditionFailure details naming every path);
-// UNAUTHENTICATED and PERMISSION_DENIED for token problems.
+// Errors (proto/README.md lists them with examples): NOT_FOUND for unknown
+// messages, runs and artifacts; INVALID_ARGUMENT for bad names, keys,
+// paths, page tokens and enum values; FAILED_PRECONDITION when the project
+// state forbids the call (an unknown or disabled routine, cancelling a
+// finished message, a revert whose files changed since: that one carries
+// google.rpc.PreconditionFailure details naming every path); ALREADY_EXISTS
+// for a request_id reused with a different submission; OUT_OF_RANGE for an
+// offset past the end of a log or artifact; RESOURCE_EXHAUSTED for a
+// watcher that fell behind, with google.rpc.ErrorInfo details (reason
+// WATCHER_TOO_SLOW) carrying where to resume; UNAUTHENTICATED and
+// PERMISSION_DENIED for token problems. Status messages never contain the
+// controller's absolute paths (paths are relative to the project root) nor
+// hints for a particular client.
 type ControllerServiceClient interface {
-	// SubmitMessage creates a root message in the inbox (what `decreectl run`
-	// does) and queues it. Follow the result with WatchEvents from the returned
-	// event_sequence.
+	// SubmitMessage validates a new root message and queues it (what
+	// `decreectl run` does). Nothing is queued when it fails: an unknown or
+	// disabled routine is FAILED_PRECONDITION naming the available routines;
+	// a bad name, routine name or field key is INVALID_ARGUMENT.
+	//
+	// The response carries the message's id and metadata, never its body.
+	// With a request_id, a retried call returns the first call's result
+	// (replayed set) instead of queuing again.
+	//
+	// The submission has finished when WatchMessage (given the returned id)
+	// ends with its MessageOutcome, or, for the whole chain with its
+	// follow-ups, when WatchEvents from event_sequence reports
+	// EVENT_KIND_CHAIN_FINISHED for the returned chain.
 	SubmitMessage(ctx context.Context, in *SubmitMessageRequest, opts ...grpc.CallOption) (*SubmitMessageResponse, error)
+	// WatchMessage follows one message to its end: its events (queued,
+	// started, attempts, warnings, reverts) and, after each
+	// EVENT_KIND_ATTEMPT_STARTED, the bytes of that attempt's routine log, in
+	// order; the last response is the MessageOutcome (done, or dead with the
+	// reason), then the stream closes. A queued message can be watched before
+	// its first attempt; a finished one is replayed. Every response carries a
+	// cursor: a new WatchMessage with it resumes right after that response.
+	WatchMessage(ctx context.Context, in *WatchMessageRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMessageResponse], error)
 	// ProcessMigrations lists the migrations and, unless dry_run, starts a job
 	// that runs each unprocessed one in order, each as its own chain. The job
 	// ends with an EVENT_KIND_PROCESS_FINISHED event carrying its job_id.
 	ProcessMigrations(ctx context.Context, in *ProcessMigrationsRequest, opts ...grpc.CallOption) (*ProcessMigrationsResponse, error)
 	// WatchEvents streams the event log from a sequence number, optionally
-	// filtered, and with follow keeps streaming new events.
+	// filtered, and with follow keeps streaming new events. A follower that
+	// falls more than 256 events behind is cut off with RESOURCE_EXHAUSTED and
+	// a google.rpc.ErrorInfo (reason WATCHER_TOO_SLOW, domain decree.v1) whose
+	// metadata "resume_sequence" is the from_sequence to watch again from;
+	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
 	// keeps streaming until the attempt ends.
@@ -92,7 +123,11 @@ type ControllerServiceClient interface {
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(ctx context.Context, in *RequeueMessageRequest, opts ...grpc.CallOption) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
-	// stopped, the tree reverted, and the message dead-lettered with the reason.
+	// stopped, the tree reverted, and the message dead-lettered with the
+	// reason. It returns once that is done (the routine no longer runs and
+	// EVENT_KIND_MESSAGE_DEAD was emitted), or with DEADLINE_EXCEEDED when the
+	// call's deadline comes first (the cancellation still completes). A message
+	// that already finished is FAILED_PRECONDITION.
 	CancelMessage(ctx context.Context, in *CancelMessageRequest, opts ...grpc.CallOption) (*CancelMessageResponse, error)
 	// RevertMessage undoes a completed message's changes. It refuses, naming
 	// the paths, when those files changed since.
@@ -129,6 +164,25 @@ func (c *controllerServiceClient) SubmitMessage(ctx context.Context, in *SubmitM
 	return out, nil
 }
 
+func (c *controllerServiceClient) WatchMessage(ctx context.Context, in *WatchMessageRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMessageResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[0], ControllerService_WatchMessage_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchMessageRequest, WatchMessageResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_WatchMessageClient = grpc.ServerStreamingClient[WatchMessageResponse]
+
 func (c *controllerServiceClient) ProcessMigrations(ctx context.Context, in *ProcessMigrationsRequest, opts ...grpc.CallOption) (*ProcessMigrationsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ProcessMigrationsResponse)
@@ -141,7 +195,7 @@ func (c *controllerServiceClient) ProcessMigrations(ctx context.Context, in *Pro
 
 func (c *controllerServiceClient) WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[0], ControllerService_WatchEvents_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[1], ControllerService_WatchEvents_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +214,7 @@ type ControllerService_WatchEventsClient = grpc.ServerStreamingClient[WatchEvent
 
 func (c *controllerServiceClient) WatchLogs(ctx context.Context, in *WatchLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLogsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[1], ControllerService_WatchLogs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[2], ControllerService_WatchLogs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +273,7 @@ func (c *controllerServiceClient) GetRun(ctx context.Context, in *GetRunRequest,
 
 func (c *controllerServiceClient) GetArtifact(ctx context.Context, in *GetArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArtifactResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[2], ControllerService_GetArtifact_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[3], ControllerService_GetArtifact_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -344,22 +398,52 @@ func (c *controllerServiceClient) GetDeadLetterStats(ctx context.Context, in *Ge
 // clients in any language. It owns one project directory: its inbox, chains,
 // checkpoints, retry state, dead letters, cron entries and workers.
 //
-// Errors: NOT_FOUND for unknown messages, runs, artifacts and routines;
-// INVALID_ARGUMENT for bad names, keys and paths; FAILED_PRECONDITION when
-// the project state forbids the call (a revert whose files changed since
-// carries google.rpc.PreconditionFailure details naming every path);
-// UNAUTHENTICATED and PERMISSION_DENIED for token problems.
+// Errors (proto/README.md lists them with examples): NOT_FOUND for unknown
+// messages, runs and artifacts; INVALID_ARGUMENT for bad names, keys,
+// paths, page tokens and enum values; FAILED_PRECONDITION when the project
+// state forbids the call (an unknown or disabled routine, cancelling a
+// finished message, a revert whose files changed since: that one carries
+// google.rpc.PreconditionFailure details naming every path); ALREADY_EXISTS
+// for a request_id reused with a different submission; OUT_OF_RANGE for an
+// offset past the end of a log or artifact; RESOURCE_EXHAUSTED for a
+// watcher that fell behind, with google.rpc.ErrorInfo details (reason
+// WATCHER_TOO_SLOW) carrying where to resume; UNAUTHENTICATED and
+// PERMISSION_DENIED for token problems. Status messages never contain the
+// controller's absolute paths (paths are relative to the project root) nor
+// hints for a particular client.
 type ControllerServiceServer interface {
-	// SubmitMessage creates a root message in the inbox (what `decreectl run`
-	// does) and queues it. Follow the result with WatchEvents from the returned
-	// event_sequence.
+	// SubmitMessage validates a new root message and queues it (what
+	// `decreectl run` does). Nothing is queued when it fails: an unknown or
+	// disabled routine is FAILED_PRECONDITION naming the available routines;
+	// a bad name, routine name or field key is INVALID_ARGUMENT.
+	//
+	// The response carries the message's id and metadata, never its body.
+	// With a request_id, a retried call returns the first call's result
+	// (replayed set) instead of queuing again.
+	//
+	// The submission has finished when WatchMessage (given the returned id)
+	// ends with its MessageOutcome, or, for the whole chain with its
+	// follow-ups, when WatchEvents from event_sequence reports
+	// EVENT_KIND_CHAIN_FINISHED for the returned chain.
 	SubmitMessage(context.Context, *SubmitMessageRequest) (*SubmitMessageResponse, error)
+	// WatchMessage follows one message to its end: its events (queued,
+	// started, attempts, warnings, reverts) and, after each
+	// EVENT_KIND_ATTEMPT_STARTED, the bytes of that attempt's routine log, in
+	// order; the last response is the MessageOutcome (done, or dead with the
+	// reason), then the stream closes. A queued message can be watched before
+	// its first attempt; a finished one is replayed. Every response carries a
+	// cursor: a new WatchMessage with it resumes right after that response.
+	WatchMessage(*WatchMessageRequest, grpc.ServerStreamingServer[WatchMessageResponse]) error
 	// ProcessMigrations lists the migrations and, unless dry_run, starts a job
 	// that runs each unprocessed one in order, each as its own chain. The job
 	// ends with an EVENT_KIND_PROCESS_FINISHED event carrying its job_id.
 	ProcessMigrations(context.Context, *ProcessMigrationsRequest) (*ProcessMigrationsResponse, error)
 	// WatchEvents streams the event log from a sequence number, optionally
-	// filtered, and with follow keeps streaming new events.
+	// filtered, and with follow keeps streaming new events. A follower that
+	// falls more than 256 events behind is cut off with RESOURCE_EXHAUSTED and
+	// a google.rpc.ErrorInfo (reason WATCHER_TOO_SLOW, domain decree.v1) whose
+	// metadata "resume_sequence" is the from_sequence to watch again from;
+	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
 	// keeps streaming until the attempt ends.
@@ -388,7 +472,11 @@ type ControllerServiceServer interface {
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(context.Context, *RequeueMessageRequest) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
-	// stopped, the tree reverted, and the message dead-lettered with the reason.
+	// stopped, the tree reverted, and the message dead-lettered with the
+	// reason. It returns once that is done (the routine no longer runs and
+	// EVENT_KIND_MESSAGE_DEAD was emitted), or with DEADLINE_EXCEEDED when the
+	// call's deadline comes first (the cancellation still completes). A message
+	// that already finished is FAILED_PRECONDITION.
 	CancelMessage(context.Context, *CancelMessageRequest) (*CancelMessageResponse, error)
 	// RevertMessage undoes a completed message's changes. It refuses, naming
 	// the paths, when those files changed since.
@@ -417,6 +505,9 @@ type UnimplementedControllerServiceServer struct{}
 
 func (UnimplementedControllerServiceServer) SubmitMessage(context.Context, *SubmitMessageRequest) (*SubmitMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitMessage not implemented")
+}
+func (UnimplementedControllerServiceServer) WatchMessage(*WatchMessageRequest, grpc.ServerStreamingServer[WatchMessageResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchMessage not implemented")
 }
 func (UnimplementedControllerServiceServer) ProcessMigrations(context.Context, *ProcessMigrationsRequest) (*ProcessMigrationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ProcessMigrations not implemented")
@@ -510,6 +601,17 @@ func _ControllerService_SubmitMessage_Handler(srv interface{}, ctx context.Conte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _ControllerService_WatchMessage_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchMessageRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControllerServiceServer).WatchMessage(m, &grpc.GenericServerStream[WatchMessageRequest, WatchMessageResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_WatchMessageServer = grpc.ServerStreamingServer[WatchMessageResponse]
 
 func _ControllerService_ProcessMigrations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ProcessMigrationsRequest)
@@ -887,6 +989,11 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchMessage",
+			Handler:       _ControllerService_WatchMessage_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "WatchEvents",
 			Handler:       _ControllerService_WatchEvents_Handler,

@@ -408,7 +408,8 @@ func (x *Field) GetValue() string {
 // MessageInfo describes one message.
 type MessageInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Message id, "<chain>-<seq>".
+	// Message id, "<chain>-<seq>"; unique: every message, follow-ups that
+	// were rejected included, has its own.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The inbox file name without ".md".
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -426,8 +427,6 @@ type MessageInfo struct {
 	State MessageState `protobuf:"varint,8,opt,name=state,proto3,enum=decree.v1.MessageState" json:"state,omitempty"`
 	// Every frontmatter field, in file order.
 	Fields []*Field `protobuf:"bytes,9,rep,name=fields,proto3" json:"fields,omitempty"`
-	// The message body, byte for byte. Filled only by GetMessage.
-	Body []byte `protobuf:"bytes,10,opt,name=body,proto3" json:"body,omitempty"`
 	// Why the message was dead-lettered (empty otherwise).
 	DeadReason string `protobuf:"bytes,11,opt,name=dead_reason,json=deadReason,proto3" json:"dead_reason,omitempty"`
 	// What produced the message: "inbox", "cron:<stem>" or "chain".
@@ -527,13 +526,6 @@ func (x *MessageInfo) GetState() MessageState {
 func (x *MessageInfo) GetFields() []*Field {
 	if x != nil {
 		return x.Fields
-	}
-	return nil
-}
-
-func (x *MessageInfo) GetBody() []byte {
-	if x != nil {
-		return x.Body
 	}
 	return nil
 }
@@ -824,7 +816,8 @@ func (x *RunInfo) GetTimeZone() string {
 	return ""
 }
 
-// Event is one entry of the controller's event log.
+// Event is one entry of the controller's event log. Events about a
+// follow-up that was rejected carry the follow-up's own message_id.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Increasing per controller; resume a watch with from_sequence = last + 1.
@@ -845,7 +838,8 @@ type Event struct {
 	Text string `protobuf:"bytes,8,opt,name=text,proto3" json:"text,omitempty"`
 	// The routine concerned, if any.
 	Routine string `protobuf:"bytes,9,opt,name=routine,proto3" json:"routine,omitempty"`
-	// The worker concerned, if any.
+	// The worker concerned: set on EVENT_KIND_ATTEMPT_FINISHED (the worker
+	// that ran the attempt; empty when none took it).
 	WorkerId string `protobuf:"bytes,10,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The job that caused it (a ProcessMigrations job id), if any.
 	JobId string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1601,7 +1595,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x15decree/v1/types.proto\x12\tdecree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n" +
 	"\x05Field\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x82\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xfa\x02\n" +
 	"\vMessageInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1612,13 +1606,12 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"input_file\x18\a \x01(\tR\tinputFile\x12-\n" +
 	"\x05state\x18\b \x01(\x0e2\x17.decree.v1.MessageStateR\x05state\x12(\n" +
-	"\x06fields\x18\t \x03(\v2\x10.decree.v1.FieldR\x06fields\x12\x12\n" +
-	"\x04body\x18\n" +
-	" \x01(\fR\x04body\x12\x1f\n" +
+	"\x06fields\x18\t \x03(\v2\x10.decree.v1.FieldR\x06fields\x12\x1f\n" +
 	"\vdead_reason\x18\v \x01(\tR\n" +
 	"deadReason\x12\x18\n" +
 	"\atrigger\x18\f \x01(\tR\atrigger\x12\x1a\n" +
-	"\battempts\x18\r \x01(\x05R\battempts\"\x84\x02\n" +
+	"\battempts\x18\r \x01(\x05R\battemptsJ\x04\b\n" +
+	"\x10\vR\x04body\"\x84\x02\n" +
 	"\vAttemptInfo\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
