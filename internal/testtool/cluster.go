@@ -1,11 +1,9 @@
 package testtool
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,29 +90,9 @@ func (c *Cluster) StartController(extra ...string) {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	pr, pw := io.Pipe()
 	cmd := c.command("decree-controller", append([]string{"--project", c.Project, "--listen", listen, "--insecure",
 		"--client-token-file", c.ClientTokenFile, "--worker-token-file", c.WorkerTokenFile, "--lease-ttl", "3s"}, extra...)...)
-	cmd.Stdout = pw
-	p := Start(c.t, "decree-controller", cmd)
-	addrs := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok && !strings.HasSuffix(a, ".sock") {
-				addrs <- a
-			}
-		}
-	}()
-	go func() { <-p.Done(); pw.Close() }()
-	select {
-	case a := <-addrs:
-		c.Addr, c.Controller = a, p
-	case <-p.Done():
-		c.t.Fatalf("decree-controller exited before listening: %v\n%s", p.Err(), p.Out)
-	case <-time.After(30 * time.Second):
-		c.t.Fatalf("decree-controller printed no TCP address within 30s\n%s", p.Out)
-	}
+	c.Addr, c.Controller = StartListening(c.t, cmd)
 }
 
 // StopController stops the controller gracefully and waits for it.
