@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/decreehq/decree/controller/crontab"
+	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -29,9 +31,11 @@ import (
 	"github.com/decreehq/decree/controller/rpc"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
+	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
+	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -53,6 +57,14 @@ type Options struct {
 	// decreectl's embedded controller, whose worker is local, uses a short
 	// one.
 	HeartbeatInterval time.Duration
+	// MinFreeBytes is the free space below which processing pauses until
+	// space is freed (diskspace.DefaultMinFree, 64 MiB, when zero).
+	MinFreeBytes uint64
+	// DiskFree replaces statfs(2) when set (fault injection in tests).
+	DiskFree func(dir string) (uint64, error)
+	// ForgetWorkersAfter is how long a worker that stopped heartbeating
+	// stays registered (lease.DefaultForgetAfter, 10 minutes, when zero).
+	ForgetWorkersAfter time.Duration
 	// Poll is how often an idle loop looks for files dropped into the
 	// inbox by hand (default 1s).
 	Poll time.Duration
@@ -80,6 +92,11 @@ type Options struct {
 	// controller behind `run` never touches other queued messages (see
 	// pipeline.Deps.OwnChainsOnly).
 	OwnChainsOnly bool
+	// Daemon serves the project unattended: besides processing the inbox
+	// as messages arrive, it fires the scheduled messages of .decree/cron/
+	// (see controller/crontab), and GetStatus says a daemon serves the
+	// project. decree-controller and `decreectl daemon` set it.
+	Daemon bool
 }
 
 // Controller serves one project.
@@ -91,6 +108,7 @@ type Controller struct {
 	events *events.Log
 	leases *lease.Manager
 	pipe   *pipeline.Pipeline
+	cron   *crontab.Scheduler
 	server *grpc.Server
 	health *health.Server
 
@@ -152,14 +170,14 @@ func (c *Controller) open() error {
 		return err
 	}
 	c.events = ev
-	book := logbook.New(func(k logbook.Key) (string, error) {
+	book := logbook.NewWithOptions(func(k logbook.Key) (string, error) {
 		p, err := st.LogPath(k.MessageID, k.Attempt, k.Stream)
 		if err != nil {
 			return "", err
 		}
 		return p, os.MkdirAll(filepath.Dir(p), 0o755)
-	})
-	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, HeartbeatInterval: c.opts.HeartbeatInterval, Logs: book, Logger: c.log,
+	}, logbook.Options{MaxBytes: c.maxLogBytes, Logger: c.log})
+	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, HeartbeatInterval: c.opts.HeartbeatInterval, ForgetAfter: c.opts.ForgetWorkersAfter, Logs: book, Logger: c.log,
 		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {
 		return err
@@ -182,12 +200,18 @@ func (c *Controller) open() error {
 		Store: st, Sched: sch, Events: ev, Leases: leases, Checkpoints: cp, Logs: book,
 		Config: c.config, Logger: c.log, Poll: c.opts.Poll, Replica: rep, Paused: c.opts.StartPaused,
 		FixedWorkers: c.opts.FixedWorkers, OwnChainsOnly: c.opts.OwnChainsOnly,
+		Disk: diskspace.New(root, diskspace.Options{MinFree: c.opts.MinFreeBytes, Free: c.opts.DiskFree}),
 	})
-	c.server = grpc.NewServer(append([]grpc.ServerOption{
-		grpc.MaxRecvMsgSize(64 << 20), grpc.MaxSendMsgSize(64 << 20),
-	}, c.opts.ServerOptions...)...)
+	if err := c.openCron(); err != nil {
+		return err
+	}
+	scrub := rpc.NewScrubber(root)
+	c.server = grpc.NewServer(append(append(pauth.MessageSizeServerOptions(),
+		grpc.ChainUnaryInterceptor(scrub.Unary), grpc.ChainStreamInterceptor(scrub.Stream)),
+		c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
-		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Config: c.config, Version: Version,
+		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
+		Cron: c.cron, Daemon: c.opts.Daemon,
 	}))
 	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep))
 	c.health = health.NewServer()
@@ -199,6 +223,20 @@ func (c *Controller) open() error {
 // stopGrace is how long Serve waits for the processing loop to end once
 // asked to stop.
 const stopGrace = 10 * time.Second
+
+// maxLogBytes is max_log_bytes of the current configuration (the default
+// while the configuration does not load).
+func (c *Controller) maxLogBytes() uint64 {
+	cfg, err := c.config()
+	if err != nil || cfg.MaxLogBytes < 0 {
+		return config.DefaultMaxLogBytes
+	}
+	return uint64(cfg.MaxLogBytes)
+}
+
+// healthServices are the names the health service answers for: "" (the
+// server as a whole) and each decree service.
+var healthServices = []string{"", decreev1.ControllerService_ServiceDesc.ServiceName, decreev1.WorkerService_ServiceDesc.ServiceName}
 
 // Version is the controller's version string.
 var Version = "dev"
@@ -219,6 +257,11 @@ func (c *Controller) config() (*config.Config, error) {
 	cfg, warns, err := config.Load(path)
 	if err != nil {
 		return nil, err
+	}
+	// A hook naming no routine is a configuration error, reported now
+	// rather than when the first message reaches the hook.
+	if err := routine.ProjectLibrary(c.opts.Root, cfg).CheckHooks(cfg.Hooks); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for _, w := range warns {
 		c.log.Warn(w.String())
@@ -273,7 +316,10 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 			}
 		}()
 	}
-	c.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, name := range healthServices {
+		c.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	cronDone := c.runCron(ctx)
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
@@ -295,6 +341,7 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 		// the next controller counts it as interrupted.
 		c.log.Error("the processing loop did not stop within the grace period; stopping anyway", "grace", stopGrace)
 	}
+	<-cronDone
 	c.leases.Close()
 	stopped := make(chan struct{})
 	go func() { c.server.GracefulStop(); close(stopped) }()

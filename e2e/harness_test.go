@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/decreehq/decree/internal/testtool"
 	"io/fs"
 	"net"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
 
 	"github.com/decreehq/decree/cmd/decreectl/cli"
 )
@@ -79,7 +80,12 @@ type project struct {
 // (name -> bash body, a standard header is prepended).
 func newProject(t *testing.T, m mode, cfg string) *project {
 	t.Helper()
-	dir := t.TempDir()
+	return newProjectIn(t, t.TempDir(), m, cfg)
+}
+
+// newProjectIn is newProject in an existing empty directory.
+func newProjectIn(t *testing.T, dir string, m mode, cfg string) *project {
+	t.Helper()
 	// Resolve symlinks so paths compare equal to the controller's.
 	if d, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = d

@@ -63,12 +63,16 @@ func alive(pid int) bool {
 	return true
 }
 
+// readPid reads a pid a routine wrote, waiting while the file is still
+// empty (the shell creates it before it writes the number).
 func readPid(t *testing.T, p *project, rel string) int {
 	t.Helper()
-	pid, err := strconv.Atoi(strings.TrimSpace(p.read(rel)))
-	if err != nil {
-		t.Fatalf("%s: %v", rel, err)
-	}
+	var pid int
+	testtool.WaitFor(t, 10*time.Second, rel+" to hold a pid", func() bool {
+		var err error
+		pid, err = strconv.Atoi(strings.TrimSpace(p.read(rel)))
+		return err == nil
+	})
 	t.Cleanup(func() {
 		if alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -35,12 +35,21 @@ func badFrontmatter(t *testing.T, m mode) {
 func badUnknownRoutine(t *testing.T, m mode) {
 	p := newProject(t, m, baseConfig)
 	p.routine("develop", "", `echo ran > ran.txt`)
+	// decreectl run is refused before anything is queued, naming the
+	// routines there are.
 	r := p.ctl("", "run", "-m", "u", "-p", "x", "-v", "routine=nope")
 	mustCode(t, r, 1)
+	contains(t, "stderr", r.stderr, `routine "nope" does not exist; available routines: develop`)
+	if len(p.messages(".decree/inbox")) != 0 || len(p.messages(".decree/inbox/dead")) != 0 {
+		t.Errorf("a refused run left messages: inbox %v, dead %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/dead"))
+	}
+	// A file dropped into the inbox by hand cannot be refused: it is
+	// dead-lettered with a note.
+	p.write(".decree/inbox/u.md", "---\nroutine: nope\n---\nx\n")
+	r = p.ctl("", "process")
 	note := p.read(".decree/inbox/dead/u.md.dead.txt")
 	contains(t, "dead note", note, "reason: RoutineNotFound")
 	contains(t, "dead note", note, "nope")
-	contains(t, "stderr", r.stderr, "RoutineNotFound")
 	p.sameTree(map[string]string{})
 	if len(p.runs()) != 0 {
 		t.Errorf("runs = %v", p.runs())
@@ -87,17 +96,23 @@ func badNoCapableWorker(t *testing.T, m mode) {
 	p.write(".decree/routines/decide.tree.csv", "question,yes,no\n")
 	p.routine("gpu-job", "", `echo ran > ran.txt`)
 	cases := []struct {
-		name, routine string
-		want          []string
+		name, routine, reason string
+		want                  []string
 	}{
-		{"t", "decide", []string{`no connected worker offers driver "tree"`, "decree-driver-tree", ".decree/drivers/"}},
-		{"g", "gpu-job", []string{"has the labels gpu=yes", "routines.gpu-job.requires"}},
+		{"t", "decide", "NoCapableWorker", []string{`no connected worker offers driver "tree"`, "decree-driver-tree", ".decree/drivers/"}},
+		{"g", "gpu-job", "NoCapableWorker", []string{"has the labels gpu=yes", "routines.gpu-job.requires"}},
+	}
+	if m == binary {
+		// The built decreectl has decree-driver-tree beside it (as `make
+		// build` lays them out): the tree can run, but this one is no
+		// Lucid export, so it is dead-lettered as invalid at once.
+		cases[0].reason, cases[0].want = "InvalidRoutine", []string{"decide.tree.csv", "missing column(s) Id, Name"}
 	}
 	for _, c := range cases {
 		r := p.ctl("", "run", "-m", c.name, "-p", "x", "-v", "routine="+c.routine)
 		mustCode(t, r, 1)
 		note := p.read(".decree/inbox/dead/" + c.name + ".md.dead.txt")
-		contains(t, "dead note", note, "reason: NoCapableWorker")
+		contains(t, "dead note", note, "reason: "+c.reason)
 		for _, w := range c.want {
 			contains(t, "dead note", note, w)
 		}
@@ -131,6 +146,14 @@ func badArguments(t *testing.T, m mode) {
 		}
 		contains(t, "stderr", r.stderr, c.want)
 	}
+	// A body over the message size limit is refused before anything is
+	// sent, with a way out.
+	r := p.ctl(strings.Repeat("x", 70<<20), "run", "-m", "huge")
+	if r.code != 2 {
+		t.Errorf("a 70 MB body: want exit 2\n%s", r.stderr)
+	}
+	contains(t, "stderr", r.stderr, "over 63 MiB")
+	contains(t, "stderr", r.stderr, "input_file")
 	if n := len(p.messages(".decree/inbox")) + len(p.messages(".decree/inbox/dead")) + len(p.runs()); n != 0 {
 		t.Errorf("bad arguments queued something: inbox %v dead %v runs %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/dead"), p.runs())
 	}
@@ -155,9 +178,18 @@ echo main > main.txt`)
 	if !p.exists(".decree/inbox/done/parent.md") {
 		t.Fatalf("parent not done: %v\n%s", p.messages(".decree/inbox/done"), r)
 	}
-	contains(t, "note", p.read(".decree/inbox/dead/1111111111111111-1.md.dead.txt"), "reason: InvalidFollowUp")
-	contains(t, "note", p.read(".decree/inbox/dead/1111111111111111-1.md.dead.txt"), "chain")
-	contains(t, "note", p.read(".decree/inbox/dead/evil.md.dead.txt"), "not a regular file")
+	// Each rejected follow-up is dead-lettered as a message of its own,
+	// with an id of the parent's chain that no other message has.
+	other, evil := p.deadFollowUp("inbox/1111111111111111-1.md"), p.deadFollowUp("outbox/evil.md")
+	contains(t, "note", p.read(".decree/inbox/dead/"+other+".dead.txt"), "reason: InvalidFollowUp")
+	contains(t, "note", p.read(".decree/inbox/dead/"+other+".dead.txt"), "belongs to chain 1111111111111111")
+	contains(t, "note", p.read(".decree/inbox/dead/"+evil+".dead.txt"), "not a regular file")
+	parentChain := p.doneChain("parent")
+	if other == evil || !strings.HasPrefix(other, parentChain+"-") || !strings.HasPrefix(evil, parentChain+"-") ||
+		other == parentChain+"-0.md" || evil == parentChain+"-0.md" {
+		t.Errorf("rejected follow-ups dead-lettered as %s and %s; want own ids in chain %s", other, evil, parentChain)
+	}
+	contains(t, "note", p.read(".decree/inbox/dead/"+other+".dead.txt"), "message_id: "+strings.TrimSuffix(other, ".md"))
 	ran := p.read(".decree/ran.log")
 	if strings.Count(ran, "ran") != 1 {
 		t.Errorf("follow-ups that ran:\n%s", ran)
@@ -166,6 +198,31 @@ echo main > main.txt`)
 		t.Errorf("a file written outside the outbox became a message")
 	}
 	p.sameTree(map[string]string{"main.txt": "main\n"})
+}
+
+// deadFollowUp returns the dead/ file name of the rejected follow-up that
+// came from source ("inbox/NAME" or "outbox/NAME").
+func (p *project) deadFollowUp(source string) string {
+	p.t.Helper()
+	for _, f := range p.list(".decree/inbox/dead") {
+		if strings.HasSuffix(f, ".dead.txt") && strings.Contains(p.read(".decree/inbox/dead/"+f), "Follow-up "+source+" ") {
+			return strings.TrimSuffix(f, ".dead.txt")
+		}
+	}
+	p.t.Fatalf("no dead letter for follow-up %s in %v", source, p.list(".decree/inbox/dead"))
+	return ""
+}
+
+// doneChain returns the chain of the done message named name.
+func (p *project) doneChain(name string) string {
+	p.t.Helper()
+	for _, line := range strings.Split(p.read(".decree/inbox/done/"+name+".md"), "\n") {
+		if c, ok := strings.CutPrefix(line, "chain: "); ok {
+			return strings.Trim(c, `"' `)
+		}
+	}
+	p.t.Fatalf("done/%s.md has no chain", name)
+	return ""
 }
 
 // badMissingSpec: an input_file that does not exist is refused before

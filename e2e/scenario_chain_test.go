@@ -1,10 +1,13 @@
 package e2e
 
 import (
-	"github.com/decreehq/decree/internal/testtool"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // depthFirst: follow-ups (written to the inbox and to the outbox) run
@@ -140,6 +143,10 @@ exit 1`)
 	p.sameTree(after)
 	if p.exists(".git") {
 		t.Errorf("a .git directory appeared")
+	}
+	// The deleted file comes back with its permission bits (not 000).
+	if fi, err := os.Stat(p.path("doomed.txt")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("doomed.txt after the revert: %v, %v; want permission 0644", fi.Mode(), err)
 	}
 
 	id := p.onlyRun()
@@ -289,11 +296,15 @@ func processStop(t *testing.T, m mode) {
 	if !p.exists(".decree/inbox/dead/01-first.md") {
 		t.Errorf("dead = %v", p.messages(".decree/inbox/dead"))
 	}
-	// --dry-run lists both as pending and changes nothing.
+	// --dry-run lists both as pending, with their routine (which has no
+	// pre-check, so it counts as ready), and changes nothing.
 	r = p.ctl("", "process", "--dry-run")
 	mustCode(t, r, 0)
-	contains(t, "dry run", r.stdout, "pending    01-first.spec.md")
-	contains(t, "dry run", r.stdout, "pending    02-second.spec.md")
+	for _, f := range []string{"01-first.spec.md", "02-second.spec.md"} {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(f) + ` +develop +PASS \(no pre-check\)$`).MatchString(r.stdout) {
+			t.Errorf("dry run lacks %s with develop and PASS:\n%s", f, r.stdout)
+		}
+	}
 }
 
 // processContinue: with on_migration_failure: continue, process goes on to
@@ -312,4 +323,38 @@ func processContinue(t *testing.T, m mode) {
 	contains(t, "processed.md", processed, "02-second.spec.md")
 	notContains(t, "processed.md", processed, "01-first.spec.md")
 	p.sameTree(map[string]string{"02-second.out": "ok\n"})
+}
+
+// discardOnlyFollowUps: a failed attempt's follow-ups (<chain>-<seq>.md in
+// the inbox, anything in the outbox) are kept in the run directory and never
+// run, but a message dropped into the inbox by hand (or by another tool)
+// while the attempt ran is not the attempt's: it stays queued.
+func discardOnlyFollowUps(t *testing.T, m mode) {
+	p := newProject(t, m, baseConfig)
+	p.routine("develop", "", `if [ "$seq" = 0 ] && [ ! -f tried.txt ]; then
+  echo once > tried.txt
+  printf 'follow-up of the failed attempt\n' > ".decree/inbox/${chain}-1.md"
+  printf 'from the outbox\n' > .decree/outbox/next.md
+  printf 'dropped in by hand\n' > .decree/inbox/by-hand.md
+  exit 1
+fi`)
+	r := p.ctl("", "run", "-m", "flaky", "-p", "x")
+	mustCode(t, r, 0)
+	var id string
+	for _, run := range p.runs() {
+		if p.runJSON(run).Attempts == 2 {
+			id = run
+		}
+	}
+	if id == "" {
+		t.Fatalf("no run took two attempts: %v\n%s", p.runs(), r)
+	}
+	chain := strings.TrimSuffix(id, "-0")
+	kept := p.messages(".decree/runs/" + id + "/discarded-followups/try-001")
+	if !contains1(kept, chain+"-1.md") || !contains1(kept, "next.md") || contains1(kept, "by-hand.md") {
+		t.Errorf("discarded-followups/try-001 = %v, want %s-1.md and next.md, not by-hand.md", kept, chain)
+	}
+	if !contains1(p.messages(".decree/inbox"), "by-hand.md") && !contains1(p.messages(".decree/inbox/done"), "by-hand.md") {
+		t.Errorf("by-hand.md was lost: inbox %v, done %v", p.messages(".decree/inbox"), p.messages(".decree/inbox/done"))
+	}
 }

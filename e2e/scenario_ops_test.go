@@ -3,10 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/decreehq/decree/internal/testtool"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // requeue: a dead letter moved back (by `requeue` or by hand) runs again
@@ -111,6 +112,21 @@ esac`)
 	if got := p.read("d.txt"); got != "edited by hand\n" {
 		t.Errorf("refused revert changed d.txt to %q", got)
 	}
+	// With the hand edit undone but the diff damaged, the refusal says the
+	// diff is corrupt, not that files changed.
+	p.write("d.txt", "same\nmore\n")
+	diffRel := ".decree/runs/" + second + "/changes.diff"
+	good := p.read(diffRel)
+	p.write(diffRel, strings.Replace(good, "+more", "+MORE", 1))
+	r = p.ctl("", "revert", second)
+	if r.code == 0 {
+		t.Fatalf("revert succeeded with a damaged diff\n%s", r)
+	}
+	contains(t, "corrupt-diff refusal", r.stderr, "is corrupt")
+	notContains(t, "corrupt-diff refusal", r.stderr, "changed since")
+	p.write(diffRel, good)
+	mustCode(t, p.ctl("", "revert", second), 0)
+	p.sameTree(orig)
 	// The first one cannot be reverted twice.
 	r = p.ctl("", "revert", first)
 	if r.code == 0 {
@@ -209,11 +225,11 @@ echo "second try"`)
 	mustCode(t, r, 0)
 	contains(t, "routines", r.stdout, "target_branch=main base_dir=(computed)")
 	// A routine file that cannot run says why.
-	if !regexp.MustCompile(`(?m)^crlf +shell +true +- +CANNOT RUN: routine crlf \(.*\) has Windows \(CRLF\) line endings \(first at line 1\)$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^crlf +shell +shell +true +- +CANNOT RUN: routine crlf \(.*\) has Windows \(CRLF\) line endings \(first at line 1\)$`).MatchString(r.stdout) {
 		t.Errorf("routines table does not flag the CRLF script:\n%s", r.stdout)
 	}
 	// A notebook's markdown heading is shown without its #s.
-	if !regexp.MustCompile(`(?m)^review +notebook +true +reviewer=bob +Reviews a change$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^review +notebook +notebook +true +reviewer=bob +Reviews a change$`).MatchString(r.stdout) {
 		t.Errorf("routines table lacks the notebook row:\n%s", r.stdout)
 	}
 

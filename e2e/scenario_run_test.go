@@ -226,7 +226,7 @@ reviewer="${reviewer:-nobody}"`, `echo "target_branch=$target_branch reviewer=$r
 }
 
 // routineDiscovery: .ipynb is ignored without notebook_support (only a
-// notebook: RoutineNotFound; both: the .sh runs); an explicit extension is
+// notebook: refused as unknown; both: the .sh runs); an explicit extension is
 // used as is.
 func routineDiscovery(t *testing.T, m mode) {
 	p := newProject(t, m, baseConfig)
@@ -234,8 +234,8 @@ func routineDiscovery(t *testing.T, m mode) {
 	p.write(".decree/routines/both.ipynb", notebookJSON("echo nb > nb.txt"))
 	p.routine("both", "", `echo shell ran`)
 	r := p.ctl("", "run", "-m", "a", "-p", "x", "-v", "routine=nbonly")
-	mustCode(t, r, 1)
-	contains(t, "dead note", p.read(".decree/inbox/dead/a.md.dead.txt"), "reason: RoutineNotFound")
+	mustCode(t, r, 1) // refused before queuing: no runnable routine of that name
+	contains(t, "stderr", r.stderr, `routine "nbonly" does not exist`)
 	r = p.ctl("", "run", "-m", "b", "-p", "x", "-v", "routine=both")
 	mustCode(t, r, 0)
 	r = p.ctl("", "run", "-m", "c", "-p", "x", "-v", "routine=both.sh")

@@ -33,6 +33,7 @@ var scenarios = []scenario{
 	{"chain/max-depth", maxDepth},
 	{"retry/exhaustion-reverts", retryExhaustion},
 	{"retry/second-attempt-succeeds", retrySucceeds},
+	{"retry/discards-only-its-follow-ups", discardOnlyFollowUps},
 	{"retry/per-routine-limits", perRoutineLimits},
 	{"process/stop-on-failure", processStop},
 	{"process/continue-on-failure", processContinue},

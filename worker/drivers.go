@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/driver/notebook"
 	"github.com/decreehq/decree/pkg/driver/plugin"
@@ -104,6 +105,7 @@ func runRoutine(ctx context.Context, o ExecOptions, plugins *plugin.Pool, a *dec
 		Timeout:        timeoutOf(a),
 		KillGrace:      o.Grace,
 		NotebookEngine: a.GetNotebookEngine(),
+		Tree:           treeSettings(a),
 		Output:         out,
 		Logger:         o.Logger,
 		Fence:          fenceFrom(ctx),
@@ -117,6 +119,16 @@ func runRoutine(ctx context.Context, o ExecOptions, plugins *plugin.Pool, a *dec
 	}()
 	res := waitStopping(ctx, h, o.Grace)
 	return &Result{Status: exitStatus(res)}, nil
+}
+
+// treeSettings returns the assignment's decision-tree settings, nil when
+// the controller sent none (the tree driver then uses the defaults).
+func treeSettings(a *decreev1.Assignment) *config.TreeSettings {
+	if a.GetTree() == nil {
+		return nil
+	}
+	t := config.TreeSettingsFromProto(a.GetTree())
+	return &t
 }
 
 // waitStopping waits for h, stopping it (grace, then kill) when ctx ends

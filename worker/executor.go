@@ -89,6 +89,8 @@ func (e *defaultExecutor) Execute(ctx context.Context, a *decreev1.Assignment, w
 		return runRouter(ctx, e.o, a, ws, out)
 	case decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK:
 		return runRoutine(ctx, e.o, e.plugins, a, ws, out)
+	case decreev1.AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK:
+		return runPreCheck(ctx, e.o, e.plugins, a, ws, out)
 	}
 	return nil, fmt.Errorf("assignment kind %v is not supported by this worker", a.GetKind())
 }

@@ -46,6 +46,8 @@ func LogStream(a *decreev1.Assignment) string {
 		return "hook"
 	case decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER:
 		return "router"
+	case decreev1.AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK:
+		return "pre-check"
 	default:
 		return "routine"
 	}
@@ -174,7 +176,7 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 func (w *worker) execute(ctx context.Context, a *decreev1.Assignment, buf io.Writer) (*Result, error) {
 	switch a.GetKind() {
 	case decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE, decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK,
-		decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER:
+		decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER, decreev1.AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK:
 	default:
 		return nil, fmt.Errorf("assignment for %s has kind %v, which this worker does not know; upgrade the worker", a.GetMessageId(), a.GetKind())
 	}

@@ -38,7 +38,8 @@ func (w *worker) needsSync(a *decreev1.Assignment) bool {
 		return false
 	}
 	k := a.GetKind()
-	return k == decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE || k == decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK
+	return k == decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE || k == decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK ||
+		k == decreev1.AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK
 }
 
 // openReplica opens the workspace's replica state once.

@@ -65,6 +65,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/driver/plugin"
 	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -281,6 +282,7 @@ func newWorker(opts Options) (*worker, error) {
 	bp := opts.Backoff
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		pauth.MessageSizeDialOption(),
 		// Let the connection come back as fast as our own retries ask.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: bp.Cap(0), Multiplier: 2, Jitter: 0.2, MaxDelay: bp.Cap(1 << 10)},

@@ -39,6 +39,7 @@ import (
 	"github.com/decreehq/decree/controller/lease"
 	creplica "github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/rpc"
+	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	wreplica "github.com/decreehq/decree/worker/replica"
@@ -109,11 +110,11 @@ func run(base string, files int, total int64, changed, reps int, keep bool) erro
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	srv := grpc.NewServer(pauth.MessageSizeServerOptions()...)
 	decreev1.RegisterWorkerServiceServer(srv, rpc.NewWorkerServer(nil).WithReplica(svc))
 	go srv.Serve(lis)
 	defer srv.Stop()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()), pauth.MessageSizeDialOption())
 	if err != nil {
 		return err
 	}

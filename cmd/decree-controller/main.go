@@ -9,6 +9,10 @@
 // WorkerService. See controller/auth for the rules and deploy/README.md for
 // a set-up with workers on other machines.
 //
+// It is a daemon for its project: it processes messages as they reach the
+// inbox and fires the scheduled messages of .decree/cron/. Routine discovery
+// (routine-sync) runs at start.
+//
 // Once serving, it prints one line per listener on standard output,
 // "listening on ADDRESS" (the unix socket's path, then each TCP address as
 // bound, so --listen 127.0.0.1:0 reveals its port).
@@ -28,6 +32,10 @@ import (
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/controller/auth"
+	"github.com/decreehq/decree/controller/diskspace"
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/pkg/memlimit"
+	"github.com/decreehq/decree/pkg/routine"
 )
 
 // Lease TTL bounds: below a second, heartbeats (a third of the TTL) would
@@ -44,6 +52,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
+	memlimit.Apply()
 	os.Exit(run())
 }
 
@@ -54,6 +63,8 @@ func run() int {
 		project  = flag.String("project", ".", "project directory (the one holding .decree/)")
 		leaseTTL = flag.Duration("lease-ttl", 10*time.Second, "how long a worker's lease lives without a heartbeat; a worker silent this long loses its attempt (\"worker lost\") and the retry rules go on")
 		verbose  = flag.Bool("verbose", false, "log debug detail")
+		minFree  = flag.Uint64("min-free-bytes", diskspace.DefaultMinFree, "pause processing while less than this many bytes are free on the project's disk (logged, a warning event, shown by `decreectl status`); it resumes by itself once space is freed")
+		forget   = flag.Duration("forget-workers-after", lease.DefaultForgetAfter, "how long a worker that stopped heartbeating (and holds no lease) stays registered and listed by `decreectl workers`")
 	)
 	flag.Var(&listen, "listen", "also serve TCP on HOST:PORT (repeatable); needs TLS, or --insecure on loopback, and tokens")
 	flag.StringVar(&tcp.CertFile, "tls-cert", "", "TLS certificate (PEM) for --listen; re-read when the file changes")
@@ -81,7 +92,11 @@ func run() int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := serve(*project, *leaseTTL, tcp, log); err != nil {
+	if *forget < *leaseTTL {
+		fmt.Fprintf(os.Stderr, "decree-controller: --forget-workers-after %s is shorter than --lease-ttl %s; use at least the lease TTL\n", *forget, *leaseTTL)
+		return 2
+	}
+	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree}, tcp); err != nil {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 1
 	}
@@ -95,7 +110,8 @@ func checkLeaseTTL(d time.Duration) error {
 	return nil
 }
 
-func serve(project string, leaseTTL time.Duration, tcp auth.Config, log *slog.Logger) error {
+func serve(copts controller.Options, tcp auth.Config) error {
+	log := copts.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := auth.Limits()
@@ -108,7 +124,16 @@ func serve(project string, leaseTTL time.Duration, tcp auth.Config, log *slog.Lo
 		guard = g
 		opts = append(opts, g.ServerOptions()...)
 	}
-	c, err := controller.New(controller.Options{Root: project, Logger: log, LeaseTTL: leaseTTL, ServerOptions: opts})
+	rep, err := routine.SyncProject(copts.Root)
+	if err != nil {
+		return fmt.Errorf("routine discovery: %w", err)
+	}
+	if rep.Changed() {
+		log.Info("routine-sync", "added", rep.Added, "added_shared", rep.AddedShared, "deprecated", rep.Deprecated, "restored", rep.Restored)
+	}
+	copts.ServerOptions = opts
+	copts.Daemon = true
+	c, err := controller.New(copts)
 	if err != nil {
 		return err
 	}
@@ -120,7 +145,7 @@ func serve(project string, leaseTTL time.Duration, tcp auth.Config, log *slog.Lo
 	for _, l := range lis {
 		fmt.Printf("listening on %s\n", l.Addr())
 	}
-	log.Info("serving", "project", c.Store().Root(), "listeners", len(lis), "lease_ttl", leaseTTL)
+	log.Info("serving", "project", c.Store().Root(), "listeners", len(lis), "lease_ttl", copts.LeaseTTL)
 	return c.Serve(ctx, lis...)
 }
 

@@ -5,7 +5,6 @@ package main
 // pkg/auth/authtest (crypto/x509), tokens from files.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -119,27 +118,9 @@ func cleanEnv() []string {
 // returns the TCP address it prints.
 func (e *env) startController(project string, args ...string) (string, *testtool.Proc) {
 	e.t.Helper()
-	pr, pw := io.Pipe()
-	p := e.start("decree-controller", pw, append([]string{"--project", project}, args...)...)
-	addrs := make(chan string, 4)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok && !strings.HasSuffix(a, ".sock") {
-				addrs <- a
-			}
-		}
-	}()
-	go func() { <-p.Done(); pw.Close() }()
-	select {
-	case a := <-addrs:
-		return a, p
-	case <-p.Done():
-		e.t.Fatalf("decree-controller exited before listening: %v\n%s", p.Err(), p.Out)
-	case <-time.After(30 * time.Second):
-		e.t.Fatalf("decree-controller printed no TCP address within 30s\n%s", p.Out)
-	}
-	return "", nil
+	cmd := exec.Command(filepath.Join(e.bin, "decree-controller"), append([]string{"--project", project}, args...)...)
+	cmd.Env = cleanEnv()
+	return testtool.StartListening(e.t, cmd)
 }
 
 // ctl runs decreectl to completion and returns its exit code and output.

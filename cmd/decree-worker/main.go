@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/decreehq/decree/pkg/auth"
+	"github.com/decreehq/decree/pkg/memlimit"
 	"github.com/decreehq/decree/worker"
 )
 
@@ -37,6 +38,7 @@ func (l *labelFlag) String() string     { return strings.Join(*l, ",") }
 func (l *labelFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
+	memlimit.Apply()
 	os.Exit(run())
 }
 

@@ -9,9 +9,11 @@ import (
 	"syscall"
 
 	"github.com/decreehq/decree/cmd/decreectl/cli"
+	"github.com/decreehq/decree/pkg/memlimit"
 )
 
 func main() {
+	memlimit.Apply()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -150,6 +150,7 @@ type Guard struct {
 	worker [sha256.Size]byte
 	hasCl  bool
 	hasWk  bool
+	calls  *callLimiter
 }
 
 // New validates cfg and loads its files: the certificate and key, the
@@ -164,7 +165,7 @@ func New(cfg Config, log *slog.Logger) (*Guard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{cfg: cfg, log: log}
+	g := &Guard{cfg: cfg, log: log, calls: newCallLimiter(MaxCallsPerHost)}
 	if cfg.ClientTokenFile != "" {
 		tok, err := pauth.ReadTokenFile(cfg.ClientTokenFile)
 		if err != nil {
@@ -194,7 +195,8 @@ func New(cfg Config, log *slog.Logger) (*Guard, error) {
 
 // ServerOptions are the gRPC server options that apply the guard:
 // transport credentials (TLS on TCP connections, nothing on the unix
-// socket) and the token interceptors. Add Limits separately.
+// socket), the token check on a stream's headers before its body is read
+// (InTapHandle) and the same check in interceptors. Add Limits separately.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
 	var tcp credentials.TransportCredentials
 	if g.tls != nil {
@@ -202,13 +204,15 @@ func (g *Guard) ServerOptions() []grpc.ServerOption {
 	}
 	return []grpc.ServerOption{
 		grpc.Creds(&splitCreds{tcp: tcp}),
+		grpc.InTapHandle(g.tap),
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
 	}
 }
 
-// Listen binds every --listen address. With Insecure it checks that the
-// bound address really is loopback (a "localhost" that resolves elsewhere
+// Listen binds every --listen address, each limited to MaxConnsPerHost
+// connections per remote address and MaxConns in all. With Insecure it
+// checks that the bound address really is loopback (a "localhost" that resolves elsewhere
 // is closed and refused).
 func (g *Guard) Listen() ([]net.Listener, error) {
 	var out []net.Listener
@@ -223,7 +227,7 @@ func (g *Guard) Listen() ([]net.Listener, error) {
 		if err != nil {
 			return fail(fmt.Errorf("listen on %s: %w", addr, err))
 		}
-		out = append(out, lis)
+		out = append(out, newLimitListener(lis, MaxConnsPerHost, MaxConns, g.log))
 		if g.tls == nil {
 			if ta, ok := lis.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
 				return fail(fmt.Errorf("--listen %s bound %s, which is not a loopback address; plain TCP (--insecure) is allowed only on loopback", addr, lis.Addr()))

@@ -46,6 +46,16 @@ func (ctlServer) WatchEvents(_ *decreev1.WatchEventsRequest, s grpc.ServerStream
 	return s.Send(&decreev1.WatchEventsResponse{Event: &decreev1.Event{Sequence: 42}})
 }
 
+// WatchLogs sends one response, so the client knows it was admitted, and
+// holds the call open until the client ends it.
+func (ctlServer) WatchLogs(_ *decreev1.WatchLogsRequest, s grpc.ServerStreamingServer[decreev1.WatchLogsResponse]) error {
+	if err := s.Send(&decreev1.WatchLogsResponse{}); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	return s.Context().Err()
+}
+
 type wkServer struct {
 	decreev1.UnimplementedWorkerServiceServer
 }

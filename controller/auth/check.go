@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	pauth "github.com/decreehq/decree/pkg/auth"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -50,6 +51,23 @@ func methodNeed(method string) need {
 	return needForbidden
 }
 
+// tap is the server's InTapHandle: it runs when a stream's headers arrive,
+// before grpc-go reads any of the request body, so a call without a valid
+// token costs the server its headers (at most MaxHeaderListBytes), not the
+// message it carries. It also holds each remote address to MaxCallsPerHost
+// calls in flight. The interceptors below check the token again (cheap),
+// so that a server built without the tap is still guarded.
+func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if err := g.authorize(ctx, info.FullMethodName); err != nil {
+		return ctx, err
+	}
+	if err := g.calls.admit(ctx, info.FullMethodName); err != nil {
+		g.log.Warn("refused a call over the per-address limit", "method", info.FullMethodName, "err", err)
+		return ctx, err
+	}
+	return ctx, nil
+}
+
 func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if err := g.authorize(ctx, info.FullMethod); err != nil {
 		return nil, err
@@ -84,7 +102,7 @@ func (g *Guard) authorize(ctx context.Context, method string) error {
 	tok, present := bearer(ctx)
 	if !present {
 		g.log.Warn("refused a call without a token", "method", method, "peer", from)
-		return status.Errorf(codes.Unauthenticated, "%s needs a bearer token over TCP: give decreectl or decree-worker --token-file FILE (or DECREE_TOKEN_FILE / DECREE_TOKEN)", method)
+		return status.Errorf(codes.Unauthenticated, "%s needs a bearer token over TCP: send the metadata \"authorization: Bearer <token>\" with the controller's client token (ControllerService) or worker token (WorkerService)", method)
 	}
 	role := g.match(tok)
 	if role == RoleNone {
@@ -98,10 +116,10 @@ func (g *Guard) authorize(ctx context.Context, method string) error {
 		return nil
 	case n == needClient:
 		g.log.Warn("refused a worker token on ControllerService", "method", method, "peer", from)
-		return status.Errorf(codes.PermissionDenied, "%s is for clients, and this is a worker token; decreectl needs the controller's client token", method)
+		return status.Errorf(codes.PermissionDenied, "%s is for clients, and this is a worker token; clients need the controller's client token", method)
 	case n == needWorker:
 		g.log.Warn("refused a client token on WorkerService", "method", method, "peer", from)
-		return status.Errorf(codes.PermissionDenied, "%s is for workers, and this is a client token; decree-worker needs the controller's worker token", method)
+		return status.Errorf(codes.PermissionDenied, "%s is for workers, and this is a client token; workers need the controller's worker token", method)
 	}
 	g.log.Warn("refused a call to a service not offered over TCP", "method", method, "peer", from)
 	return status.Errorf(codes.PermissionDenied, "%s is not offered over TCP", method)

@@ -43,13 +43,11 @@ const (
 // Limits are the server options above plus the message size limit
 // (pkg/auth.MaxMessageBytes, shared with the clients).
 func Limits() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(pauth.MaxMessageBytes),
-		grpc.MaxSendMsgSize(pauth.MaxMessageBytes),
+	return append(pauth.MessageSizeServerOptions(),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
-	}
+	)
 }

@@ -19,6 +19,7 @@ const (
 	ProcessFinished Kind = "process_finished"
 	Warning         Kind = "warning"
 	HookFinished    Kind = "hook_finished"
+	UsageLimitWait  Kind = "usage_limit_wait"
 )
 
 // Event is one thing that happened in the controller. The event log
@@ -35,4 +36,6 @@ type Event struct {
 	Routine   string    `json:"routine,omitempty"`
 	WorkerID  string    `json:"worker_id,omitempty"`
 	JobID     string    `json:"job_id,omitempty"`
+	// Until is when a usage-limit wait ends (UsageLimitWait).
+	Until time.Time `json:"until,omitzero"`
 }

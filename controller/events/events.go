@@ -158,8 +158,9 @@ func (l *Log) Last() uint64 {
 }
 
 // Append stamps a copy of e with the next sequence number (and the time,
-// when e has none), writes it durably, hands it to the watchers, and
-// returns the copy.
+// when e has none), writes it, hands it to the watchers, and returns the
+// copy. When the write fails (a full disk) the event is still handed to
+// the watchers, and the error wraps ErrNotPersisted.
 func (l *Log) Append(e *Event) (*Event, error) {
 	c := *e
 	e = &c
@@ -177,8 +178,19 @@ func (l *Log) Append(e *Event) (*Event, error) {
 		return nil, fmt.Errorf("append event: encode: %w", err)
 	}
 	line = append(bytes.ReplaceAll(line, []byte("\n"), nil), '\n')
-	if _, err := l.f.Write(line); err != nil {
-		return nil, fmt.Errorf("append event to %s: %w", l.path, err)
+	var werr error
+	if pos, err := l.f.Seek(0, io.SeekCurrent); err != nil {
+		werr = err
+	} else if _, err := l.f.Write(line); err != nil {
+		// A full disk, most likely: take back a partial line so the file
+		// stays whole, and still hand the event to the watchers (a
+		// warning that the disk is full must reach people).
+		_ = l.f.Truncate(pos)
+		_, _ = l.f.Seek(pos, io.SeekStart)
+		werr = err
+	}
+	if werr != nil {
+		werr = fmt.Errorf("%w: append event to %s: %w", ErrNotPersisted, l.path, werr)
 	}
 	// No fsync per event: the log is the activity feed, not the record
 	// (inbox/ and runs/<id>/state.json are, and are synced). A killed
@@ -195,8 +207,13 @@ func (l *Log) Append(e *Event) (*Event, error) {
 			l.cutLocked(w, &SlowWatcherError{Resume: e.Sequence, Buffer: l.opts.Buffer})
 		}
 	}
-	return e, nil
+	return e, werr
 }
+
+// ErrNotPersisted is wrapped by Append when the event could not be written
+// to the file (a full disk): it was still numbered, kept in memory and
+// handed to the watchers.
+var ErrNotPersisted = errors.New("event not written to disk")
 
 func (l *Log) cutLocked(w *Watcher, err error) {
 	if _, ok := l.watchers[w]; !ok {

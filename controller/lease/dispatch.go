@@ -215,10 +215,12 @@ func (m *Manager) endLocked(l *lease, res Result, note string) {
 	m.assignLocked()
 }
 
-// Workers describes the registered workers.
+// Workers describes the registered workers, after forgetting those not
+// heard from for Options.ForgetAfter.
 func (m *Manager) Workers() []*decreev1.WorkerInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forgetLocked(m.clock.Now())
 	ids := slices.Sorted(maps.Keys(m.sessions))
 	out := make([]*decreev1.WorkerInfo, 0, len(ids))
 	for _, id := range ids {

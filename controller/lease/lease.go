@@ -77,6 +77,10 @@ type Options struct {
 	// a controller restarted after a crash waits for the workers that ran
 	// them; "" keeps none.
 	Journal string
+	// ForgetAfter is how long a worker that sends no heartbeat (and holds
+	// no lease) stays registered and listed; then it is forgotten
+	// (DefaultForgetAfter when zero; at least the lease TTL).
+	ForgetAfter time.Duration
 }
 
 // Requirements say which workers may take an assignment.
@@ -193,6 +197,10 @@ func New(opts Options) (*Manager, error) {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = opts.LeaseTTL / 3
 	}
+	if opts.ForgetAfter <= 0 {
+		opts.ForgetAfter = DefaultForgetAfter
+	}
+	opts.ForgetAfter = max(opts.ForgetAfter, opts.LeaseTTL)
 	if opts.FenceMargin <= 0 {
 		opts.FenceMargin = min(max(opts.LeaseTTL/4, 250*time.Millisecond), MaxFenceMargin)
 	}
@@ -248,11 +256,15 @@ func (m *Manager) Register(req *decreev1.RegisterWorkerRequest) (*decreev1.Regis
 			return nil, fmt.Errorf("%w: worker %s lists a driver without a name", ErrInvalid, req.GetWorkerId())
 		}
 	}
+	if err := checkRegistration(req); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
+	m.forgetLocked(m.clock.Now())
 	s := &session{
 		id:       newToken(),
 		req:      req,

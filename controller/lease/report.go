@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -95,14 +96,23 @@ func (m *Manager) UploadLog(token string, c *decreev1.LogChunk) (string, uint64,
 	}
 	k := logbook.Key{MessageID: c.GetMessageId(), Attempt: int(c.GetAttempt()), Stream: stream}
 	stored, err := m.opts.Logs.Append(k, c.GetOffset(), c.GetData())
+	if errors.Is(err, logbook.ErrTooManyStreams) || errors.Is(err, logbook.ErrChunkTooLarge) {
+		err = fmt.Errorf("%w: %w", ErrInvalid, err) // the worker must not retry it
+	}
 	return stream, stored, err
 }
 
 // Follow passes a log's bytes from offset to fn, waiting for more while the
 // attempt runs; see logbook.Book.Follow.
 func (m *Manager) Follow(ctx context.Context, messageID string, attempt int, stream string, offset uint64, fn func(offset uint64, data []byte) error) error {
+	return m.FollowPending(ctx, messageID, attempt, stream, offset, nil, fn)
+}
+
+// FollowPending is Follow that waits for a log not written yet while
+// pending reports true; see logbook.Book.FollowPending.
+func (m *Manager) FollowPending(ctx context.Context, messageID string, attempt int, stream string, offset uint64, pending func() bool, fn func(offset uint64, data []byte) error) error {
 	if stream == "" {
 		stream = DefaultStream
 	}
-	return m.opts.Logs.Follow(ctx, logbook.Key{MessageID: messageID, Attempt: attempt, Stream: stream}, offset, fn)
+	return m.opts.Logs.FollowPending(ctx, logbook.Key{MessageID: messageID, Attempt: attempt, Stream: stream}, offset, pending, fn)
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"time"
 
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -13,15 +14,17 @@ type WorkKind int
 
 // Kinds of work.
 const (
-	WorkRoutine WorkKind = iota + 1 // a message's routine, one attempt
-	WorkHook                        // a hook routine
-	WorkRouter                      // the router AI command
+	WorkRoutine  WorkKind = iota + 1 // a message's routine, one attempt
+	WorkHook                         // a hook routine
+	WorkRouter                       // the router AI command
+	WorkPreCheck                     // a routine's readiness check
 )
 
 var workKinds = map[WorkKind]decreev1.AssignmentKind{
-	WorkRoutine: decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE,
-	WorkHook:    decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK,
-	WorkRouter:  decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER,
+	WorkRoutine:  decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTINE,
+	WorkHook:     decreev1.AssignmentKind_ASSIGNMENT_KIND_HOOK,
+	WorkRouter:   decreev1.AssignmentKind_ASSIGNMENT_KIND_ROUTER,
+	WorkPreCheck: decreev1.AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK,
 }
 
 // RoutineRef is the routine a piece of work runs, its file's content
@@ -56,6 +59,8 @@ type Work struct {
 	MessageDir     string
 	Timeout        time.Duration // 0: none
 	NotebookEngine string
+	// Tree is the project's tree: settings, for decision-tree routines.
+	Tree *config.TreeSettings
 	// ManifestDigest names the tree a replica worker must sync to first.
 	ManifestDigest string
 	// Command and Stdin are the router's command line and input.
@@ -75,6 +80,9 @@ func (w *Work) assignment() *decreev1.Assignment {
 	}
 	for _, f := range w.RunFiles {
 		a.RunFiles = append(a.RunFiles, &decreev1.RunFile{Name: f.Name, Content: f.Content})
+	}
+	if w.Tree != nil {
+		a.Tree = w.Tree.Proto()
 	}
 	if w.Timeout > 0 {
 		a.Timeout = durationpb.New(w.Timeout)

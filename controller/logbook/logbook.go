@@ -14,8 +14,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 )
 
 // Key names one log: a stream of one attempt of one message.
@@ -54,25 +58,40 @@ const ReadChunk = 64 << 10
 // Book is a set of logs. It is safe for concurrent use.
 type Book struct {
 	pathFor PathFunc
+	opts    Options
 
 	mu    sync.Mutex
 	files map[Key]*logFile
 	live  map[attemptKey]*liveAttempt
+	began chan struct{} // closed and replaced at every Begin
 }
 
 type logFile struct {
-	f    *os.File
-	size uint64
+	f        *os.File
+	size     uint64 // logical bytes of the log received so far
+	dropped  uint64 // logical bytes dropped from the front (truncation)
+	header   int64  // bytes of the truncation notice at the start of the file
+	fileSize int64
 }
 
 type liveAttempt struct {
 	refs    int
 	changed chan struct{} // closed and replaced on every append and at the end
+	streams map[string]bool
 }
 
-// New returns a book storing logs where pathFor says.
+// New returns a book storing logs where pathFor says, with the default
+// limits (DefaultMaxStreams streams per attempt, no size limit).
 func New(pathFor PathFunc) *Book {
-	return &Book{pathFor: pathFor, files: map[Key]*logFile{}, live: map[attemptKey]*liveAttempt{}}
+	return NewWithOptions(pathFor, Options{})
+}
+
+// NewWithOptions returns a book with the given limits.
+func NewWithOptions(pathFor PathFunc, opts Options) *Book {
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
+	}
+	return &Book{pathFor: pathFor, opts: opts, files: map[Key]*logFile{}, live: map[attemptKey]*liveAttempt{}, began: make(chan struct{})}
 }
 
 // Begin marks an attempt as under way: its followers wait for more bytes
@@ -83,8 +102,10 @@ func (b *Book) Begin(messageID string, attempt int) {
 	ak := attemptKey{messageID, attempt}
 	la := b.live[ak]
 	if la == nil {
-		la = &liveAttempt{changed: make(chan struct{})}
+		la = &liveAttempt{changed: make(chan struct{}), streams: map[string]bool{}}
 		b.live[ak] = la
+		close(b.began)
+		b.began = make(chan struct{})
 	}
 	la.refs++
 }
@@ -105,12 +126,23 @@ func (b *Book) End(messageID string, attempt int) {
 	delete(b.live, ak)
 	for k, lf := range b.files {
 		if k.MessageID == messageID && k.Attempt == attempt {
-			_ = lf.f.Sync()
-			_ = lf.f.Close()
-			delete(b.files, k)
+			b.closeLocked(k, lf)
 		}
 	}
 	close(la.changed)
+}
+
+// closeLocked cuts a log over the size limit to exactly its tail, then
+// syncs and closes it.
+func (b *Book) closeLocked(k Key, lf *logFile) {
+	if max := b.maxBytes(); max > 0 && uint64(lf.fileSize-lf.header) > max {
+		if err := b.truncateLocked(k, lf, max); err != nil {
+			b.logTruncateError(k, err)
+		}
+	}
+	_ = lf.f.Sync()
+	_ = lf.f.Close()
+	delete(b.files, k)
 }
 
 // openLocked returns the open file of k, opening it (and learning its size
@@ -123,7 +155,14 @@ func (b *Book) openLocked(k Key) (*logFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if la := b.live[attemptKey{k.MessageID, k.Attempt}]; la != nil && !la.streams[k.Stream] {
+		if len(la.streams) >= b.opts.MaxStreams {
+			return nil, fmt.Errorf("%w: %s attempt %d already has %d log streams (%s), the most one attempt may have; %q was refused",
+				ErrTooManyStreams, k.MessageID, k.Attempt, len(la.streams), strings.Join(slices.Sorted(maps.Keys(la.streams)), ", "), k.Stream)
+		}
+		la.streams[k.Stream] = true
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
@@ -132,7 +171,9 @@ func (b *Book) openLocked(k Key) (*logFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("open log %s: %w", k, err)
 	}
-	lf := &logFile{f: f, size: uint64(st.Size())}
+	lf := &logFile{f: f, fileSize: st.Size()}
+	lf.dropped, lf.header = readNotice(f)
+	lf.size = lf.dropped + uint64(lf.fileSize-lf.header)
 	b.files[k] = lf
 	return lf, nil
 }
@@ -141,6 +182,9 @@ func (b *Book) openLocked(k Key) (*logFile, error) {
 // the bytes stored afterwards. Bytes below the stored size are skipped; a
 // chunk starting beyond it is refused with a *GapError.
 func (b *Book) Append(k Key, offset uint64, data []byte) (uint64, error) {
+	if len(data) > MaxChunkBytes {
+		return 0, fmt.Errorf("%w: log %s: a chunk of %d bytes; at most %d are accepted (send smaller chunks)", ErrChunkTooLarge, k, len(data), MaxChunkBytes)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	lf, err := b.openLocked(k)
@@ -157,17 +201,30 @@ func (b *Book) Append(k Key, offset uint64, data []byte) (uint64, error) {
 	fresh := data[lf.size-offset:]
 	n, err := lf.f.Write(fresh)
 	lf.size += uint64(n)
+	lf.fileSize += int64(n)
 	if err != nil {
 		return lf.size, fmt.Errorf("append to log %s: %w", k, err)
 	}
+	if max := b.maxBytes(); max > 0 && uint64(lf.fileSize-lf.header) > max+max/2 {
+		// Keep the tail: cut once half the limit again has accumulated,
+		// so each byte is copied a bounded number of times.
+		if err := b.truncateLocked(k, lf, max); err != nil {
+			return lf.size, err
+		}
+	}
 	if !b.isLiveLocked(k) {
 		// Not under way: nothing else would close it.
-		_ = lf.f.Sync()
-		_ = lf.f.Close()
-		delete(b.files, k)
+		b.closeLocked(k, lf)
 	}
 	b.notifyLocked(k)
 	return lf.size, nil
+}
+
+// Live reports whether an attempt is under way (its logs may still grow).
+func (b *Book) Live(messageID string, attempt int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live[attemptKey{messageID, attempt}] != nil
 }
 
 func (b *Book) isLiveLocked(k Key) bool { return b.live[attemptKey{k.MessageID, k.Attempt}] != nil }
@@ -179,7 +236,8 @@ func (b *Book) notifyLocked(k Key) {
 	}
 }
 
-// Size returns the bytes stored for k (0 when the log does not exist).
+// Size returns the logical bytes stored for k, counting those a
+// truncation dropped (0 when the log does not exist).
 func (b *Book) Size(k Key) (uint64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -190,14 +248,20 @@ func (b *Book) Size(k Key) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	st, err := os.Stat(p)
+	f, err := os.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("log %s: %w", k, err)
 	}
-	return uint64(st.Size()), nil
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("log %s: %w", k, err)
+	}
+	dropped, header := readNotice(f)
+	return dropped + uint64(st.Size()-header), nil
 }
 
 // Follow calls fn with the log's bytes from offset on, in chunks of at most
@@ -205,7 +269,23 @@ func (b *Book) Size(k Key) (uint64, error) {
 // more; it returns nil once the attempt ended and every byte was passed on,
 // fn's error, or ctx's error. A log that does not exist and whose attempt
 // is not under way is an error wrapping fs.ErrNotExist.
+//
+// Offsets are logical: they count every byte the log ever received. When
+// bytes a follower has not read yet were dropped by a truncation, it gets
+// the log's notice line (which says so) and continues with the kept tail.
 func (b *Book) Follow(ctx context.Context, k Key, offset uint64, fn func(offset uint64, data []byte) error) error {
+	return b.FollowPending(ctx, k, offset, nil, fn)
+}
+
+// pendingPoll is how often FollowPending asks pending again while it waits
+// for an attempt to begin.
+const pendingPoll = 500 * time.Millisecond
+
+// FollowPending is Follow for an attempt that may not have begun yet:
+// while the log does not exist, its attempt is not under way and pending
+// returns true (the caller knows the attempt is coming), it waits instead
+// of failing. pending is asked again at every Begin and every half second.
+func (b *Book) FollowPending(ctx context.Context, k Key, offset uint64, pending func() bool, fn func(offset uint64, data []byte) error) error {
 	p, err := b.pathFor(k)
 	if err != nil {
 		return err
@@ -213,6 +293,8 @@ func (b *Book) Follow(ctx context.Context, k Key, offset uint64, fn func(offset 
 	buf := make([]byte, ReadChunk)
 	sawLive := false
 	var f *os.File
+	var dropped uint64
+	var header int64
 	defer func() {
 		if f != nil {
 			f.Close()
@@ -225,9 +307,14 @@ func (b *Book) Follow(ctx context.Context, k Key, offset uint64, fn func(offset 
 		if la != nil {
 			changed = la.changed
 		}
+		began := b.began
 		b.mu.Unlock()
 		sawLive = sawLive || la != nil
 
+		if f != nil && replaced(f, p) {
+			f.Close()
+			f = nil
+		}
 		if f == nil {
 			f, err = os.Open(p)
 			if errors.Is(err, fs.ErrNotExist) {
@@ -236,15 +323,37 @@ func (b *Book) Follow(ctx context.Context, k Key, offset uint64, fn func(offset 
 					if sawLive {
 						return nil // the attempt ended without writing this log
 					}
-					return fmt.Errorf("log %s: %w", k, err)
+					if pending == nil || !pending() {
+						return fmt.Errorf("log %s: %w", k, err)
+					}
+					select {
+					case <-began:
+					case <-time.After(pendingPoll):
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					continue
 				}
 			} else if err != nil {
 				return fmt.Errorf("follow log %s: %w", k, err)
 			}
+			if f != nil {
+				dropped, header = readNotice(f)
+				if offset < dropped {
+					notice := make([]byte, header)
+					if _, err := f.ReadAt(notice, 0); err != nil {
+						return fmt.Errorf("follow log %s: %w", k, err)
+					}
+					if err := fn(offset, notice); err != nil {
+						return err
+					}
+					offset = dropped
+				}
+			}
 		}
 		if f != nil {
 			for {
-				n, rerr := f.ReadAt(buf, int64(offset))
+				n, rerr := f.ReadAt(buf, header+int64(offset-dropped))
 				if n > 0 {
 					if err := fn(offset, buf[:n]); err != nil {
 						return err
@@ -260,6 +369,9 @@ func (b *Book) Follow(ctx context.Context, k Key, offset uint64, fn func(offset 
 			}
 		}
 		if la == nil {
+			if f != nil && replaced(f, p) {
+				continue // cut at the attempt's end: read the new file's tail
+			}
 			return nil
 		}
 		select {

@@ -179,6 +179,19 @@ func Finish(m Msg, n int, ok bool) (Msg, error) {
 	return m, nil
 }
 
+// Extend raises the number of attempts to max after a failed attempt that
+// does not count (it hit a usage limit). A lower or equal max changes
+// nothing, so a replay does not extend twice.
+func Extend(m Msg, max int) (Msg, error) {
+	if m.State != Finished || m.OK {
+		return m, refuse(m, "extend the attempts")
+	}
+	if max > m.Max {
+		m.Max = max
+	}
+	return m, nil
+}
+
 // Interrupt records that attempt n was stopped by a shutdown: not a
 // failure; the next controller finishes it as failed and goes on.
 func Interrupt(m Msg, n int) (Msg, error) {

@@ -59,12 +59,13 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 	defer p.d.Logs.End(e.ID, a.N)
 	p.emit(ctx, &events.Event{Kind: events.AttemptStarted, MessageID: e.ID, Chain: e.Chain, Attempt: a.N, Routine: rt.Name})
 
-	exitCode, errText := -1, ""
+	exitCode, errText, workerID := -1, "", ""
 	if hookErr := p.runMessageHook(ctx, cfg, e, run, "beforeEach", a.N, 0, false); hookErr != "" {
 		errText = "beforeEach hook failed: " + hookErr
 		res.blockedByHook = true
 	} else {
-		status, workerID, derr := p.dispatchRoutine(ctx, m, a.N)
+		status, wid, derr := p.dispatchRoutine(ctx, m, a.N)
+		workerID = wid
 		if workerID != "" {
 			_ = run.SetAttemptWorker(a.N, workerID)
 		}
@@ -109,7 +110,7 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 		p.collect(ctx, m, before)
 	}
 	p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
-		Attempt: a.N, ExitCode: exitCode, Text: errText})
+		Attempt: a.N, ExitCode: exitCode, Text: errText, WorkerID: workerID})
 	return res, nil
 }
 
@@ -151,10 +152,11 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n int) (*decreev
 	settings := cfg.RoutineSettingsFor(rt.Name, rt.Shared)
 	a := &lease.Work{
 		Kind: lease.WorkRoutine, Attempt: n, MaxAttempts: max,
-		MessageID: e.ID, Routine: ref, Params: params, RunFiles: runFiles(run),
-		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine,
+		MessageID: e.ID, Routine: ref, Params: params,
+		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine, Tree: &cfg.Tree,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
+	resumeEnv(run, n, a.Env)
 	if settings.TimeoutS > 0 {
 		a.Timeout = time.Duration(settings.TimeoutS) * time.Second
 	}
@@ -163,6 +165,11 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n int) (*decreev
 		return nil, "", err
 	}
 	defer rs.done()
+	if !rs.inPlace {
+		// An in-place worker shares the tree and finds message.md in the
+		// run directory: a large message is not copied into the assignment.
+		a.RunFiles = runFiles(run)
+	}
 	need := routineNeeds(cfg, rt)
 	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
 	need.InPlace = rs.inPlace
@@ -240,7 +247,9 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 			}
 		}
 	}
-	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before[name] })
+	// Only follow-up names: a message dropped into the inbox while the
+	// attempt ran belongs to nobody's attempt and stays queued.
+	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before[name] || !store.IsFollowUpName(name) })
 	move(filepath.Join(dot, layout.Outbox), func(string) bool { return false })
 }
 
@@ -309,23 +318,6 @@ func tailLines(p string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// diffFiles lists the paths a diff touches, from its "diff --git" lines.
-func diffFiles(p string) []string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
-			if i := strings.Index(rest, " b/"); i >= 0 {
-				out = append(out, rest[:i])
-			}
-		}
-	}
-	return out
 }
 
 // watchWorkers warns, while an attempt is outstanding, whenever no

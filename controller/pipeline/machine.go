@@ -72,8 +72,8 @@ func (p *Pipeline) collect(ctx context.Context, m *msg, before store.InboxSnapsh
 		p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: f.ID, Chain: e.Chain, Text: "follow-up " + f.File})
 	}
 	for _, r := range col.Rejected {
-		p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
-			Text: fmt.Sprintf("follow-up %s rejected: %s", r.Source, firstLine(r.Note.Detail))})
+		p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: r.Note.MessageID, Chain: e.Chain,
+			Text: fmt.Sprintf("%s: follow-up %s of %s rejected: %s", r.Note.Reason, r.Source, e.ID, firstLine(r.Note.Detail))})
 	}
 	p.step(m, msgstate.Collect)
 }

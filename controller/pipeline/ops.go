@@ -25,6 +25,9 @@ type Submission struct {
 	Name   string
 	Body   []byte
 	Fields []message.Field
+	// Chain, when set, is the chain id to use (one the caller reserved
+	// with Store.ReserveChain); a fresh one otherwise.
+	Chain string
 }
 
 // reservedFields are derived by normalisation and cannot be submitted.
@@ -50,6 +53,10 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 			return store.Entry{}, 0, fmt.Errorf("%w: field %s given twice", ErrInvalid, f.Key)
 		}
 		m.Set(f.Key, f.Value)
+	}
+	if sub.Chain != "" {
+		m.Set("chain", sub.Chain)
+		m.Set("seq", 0)
 	}
 	if in := m.InputFile(); in != "" {
 		full, err := fsutil.ConfinedJoin(p.d.Store.Root(), in)
@@ -264,7 +271,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 		return nil, fmt.Errorf("%w: %s was already reverted", ErrConflict, id)
 	}
 	diffPath, _ := run.Path(layout.DiffFile)
-	diff, err := os.ReadFile(diffPath)
+	fi, err := os.Stat(diffPath)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", diffPath, err)
 	}
@@ -274,13 +281,19 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 		return nil, err
 	}
 	paths := diffFiles(diffPath)
-	if len(diff) > 0 {
-		if err := p.d.Checkpoints.Revert(ctx, p.d.Store.Root(), diff, before); err != nil {
-			changed, cerr := checkpoint.Changed(p.d.Store.Root(), diff)
-			if cerr != nil || len(changed) == 0 {
-				changed = paths
+	if fi.Size() > 0 {
+		// RevertFile and ChangedFile read a large diff as a stream.
+		if err := p.d.Checkpoints.RevertFile(ctx, p.d.Store.Root(), diffPath, before); err != nil {
+			// Name the paths that changed since only when some did: a
+			// damaged diff is reported as such.
+			changed, cerr := checkpoint.ChangedFile(p.d.Store.Root(), diffPath)
+			switch {
+			case errors.Is(err, checkpoint.ErrCorruptDiff) || errors.Is(cerr, checkpoint.ErrCorruptDiff):
+				return nil, fmt.Errorf("%w: cannot revert %s: its diff %s is corrupt, so it cannot be undone; nothing was changed: %v", ErrConflict, id, diffPath, err)
+			case cerr == nil && len(changed) > 0:
+				return nil, &ConflictError{ID: id, Paths: changed, Err: err}
 			}
-			return nil, &ConflictError{ID: id, Paths: changed, Err: err}
+			return nil, fmt.Errorf("%w: cannot revert %s: undoing its diff %s would not reproduce its checkpoint; nothing was changed: %v", ErrConflict, id, diffPath, err)
 		}
 	}
 	_ = run.Update(func(s *store.RunState) error { s.Phase = "reverted"; return nil })

@@ -48,6 +48,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -98,6 +99,10 @@ type Deps struct {
 	// to it (Submit, Own) until a process job asks for everything; other
 	// queued messages are left alone (see scope.go).
 	OwnChainsOnly bool
+	// Disk watches the free space of the project's file system; while it
+	// is full the loop takes nothing from the inbox (see disk.go). Nil
+	// watches nothing.
+	Disk *diskspace.Monitor
 }
 
 // Pipeline is the processing loop of one project.
@@ -112,6 +117,7 @@ type Pipeline struct {
 	mu      sync.Mutex
 	held    []*events.Event // end-of-work events waiting for afterAll
 	running *running        // the message being processed, if any
+	limit   *usageWait      // a usage-limit wait in progress (usagelimit.go)
 	jobs    map[string]*job
 	cancel  map[string]string // message id -> reason, for CancelMessage
 
@@ -172,6 +178,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		cfg, err := p.d.Config()
 		if err != nil {
 			p.warn(ctx, "", fmt.Sprintf("cannot load .decree/config.yml, waiting for a fix: %v", err))
+			if !p.idle(ctx) {
+				return nil
+			}
+			continue
+		}
+		if p.diskFull(ctx) {
 			if !p.idle(ctx) {
 				return nil
 			}

@@ -29,19 +29,36 @@ const (
 // recorded in state.json) says what comes next, also after a restart.
 func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entry) {
 	log := p.log.With("message", e.ID)
+	// The message counts as running from its selection on, so that a
+	// CancelMessage arriving before its first attempt reaches it here
+	// instead of dead-lettering the inbox file under the loop's feet.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.setRunning(&running{id: e.ID, cancel: cancel})
+	defer p.setRunning(nil)
 	rt, reject := p.chooseRoutine(ctx, cfg, e)
 	if ctx.Err() != nil {
 		return // shutting down: the message stays queued, untouched
+	}
+	if reason, ok := p.cancelled(e.ID); ok {
+		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason})
+		return
 	}
 	if reject != nil {
 		p.deadLetterUnrun(ctx, e, *reject)
 		return
 	}
+	p.mu.Lock()
+	p.running.routine = rt.Name
+	p.mu.Unlock()
 	e.Message.Set("routine", rt.Name)
 	run, err := p.d.Store.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: cfg.AttemptsFor(rt.Name)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return
+		}
+		if p.noSpace(ctx, err) {
+			return // stays queued; the loop waits for space
 		}
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.RunDirectoryFailed), MessageID: e.ID, Detail: err.Error()})
 		return
@@ -51,16 +68,18 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		m.max = s.MaxAttempts
 	}
 	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, m.max) })
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	p.setRunning(&running{id: e.ID, routine: rt.Name, cancel: cancel})
-	defer p.setRunning(nil)
 
 	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
 	m.manifest, err = p.checkpoint(runCtx, m)
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down is no failure of the message: it stays queued
+		}
+		if reason, ok := p.cancelled(e.ID); ok {
+			p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.Cancelled) })
+			p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason})
+			p.finishRun(ctx, run, store.OutcomeCancelled)
+			return
 		}
 		log.Error("checkpoint", "err", err)
 		p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.CheckpointFailed) })
@@ -71,7 +90,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	}
 
 	lastBlockedByHook := false
-	for range 4*m.max + 8 {
+	for range 4*m.max + 64 {
 		v := run.Machine()
 		switch msgstate.Next(v) {
 		case msgstate.StepLost, msgstate.StepResume:
@@ -99,7 +118,30 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 				p.exhausted(ctx, m, !lastBlockedByHook)
 			}
 			return
-		case msgstate.StepRevertLast:
+		case msgstate.StepNone:
+			// Recorded as final, but the file was still in the inbox
+			// (the controller stopped between the record and the move).
+			if v.State == msgstate.Done {
+				p.complete(ctx, m)
+				return
+			}
+			p.deadLetter(ctx, e, store.DeadNote{Reason: string(v.Reason), MessageID: e.ID,
+				Detail: fmt.Sprintf("The message was dead-lettered (%s) before the controller stopped; see .decree/runs/%s/.", v.Reason, e.ID)})
+			p.finishRun(ctx, run, store.OutcomeDeadLettered)
+			return
+		case msgstate.StepAttempt, msgstate.StepRevertLast:
+		default:
+			log.Error("unexpected state of a message being processed", "state", v.State, "attempt", v.Attempt)
+			return
+		}
+		n := v.Attempt + 1
+		if err := p.pauseForUsageLimit(runCtx, e, run, n); err != nil {
+			if reason, ok := p.cancelled(e.ID); ok && ctx.Err() == nil {
+				p.cancelMessage(ctx, m, reason)
+			}
+			return // stopping: the message stays queued and waits again after a restart
+		}
+		if msgstate.Next(v) == msgstate.StepRevertLast {
 			// Before the last attempt the tree goes back to the
 			// checkpoint, with a summary of the earlier attempts.
 			p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.BeforeLastAttempt) })
@@ -114,23 +156,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 			if err := p.writeFailureContext(run); err != nil {
 				log.Error("failure context", "err", err)
 			}
-		case msgstate.StepAttempt:
-		case msgstate.StepNone:
-			// Recorded as final, but the file was still in the inbox
-			// (the controller stopped between the record and the move).
-			if v.State == msgstate.Done {
-				p.complete(ctx, m)
-				return
-			}
-			p.deadLetter(ctx, e, store.DeadNote{Reason: string(v.Reason), MessageID: e.ID,
-				Detail: fmt.Sprintf("The message was dead-lettered (%s) before the controller stopped; see .decree/runs/%s/.", v.Reason, e.ID)})
-			p.finishRun(ctx, run, store.OutcomeDeadLettered)
-			return
-		default:
-			log.Error("unexpected state of a message being processed", "state", v.State, "attempt", v.Attempt)
-			return
 		}
-		n := run.Machine().Attempt + 1
 		res, err := p.attempt(runCtx, m, n)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -147,6 +173,12 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 			log.Error("attempt", "attempt", n, "err", err)
 		}
 		lastBlockedByHook = res.blockedByHook
+		if !res.ok && !res.blockedByHook {
+			if budget, limited := p.usageLimited(runCtx, cfg, e, run, m.manifest, n); limited {
+				m.max = budget // the limited attempt does not count
+				p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Extend(v, budget) })
+			}
+		}
 	}
 	log.Error("the message made no progress; leaving it queued", "state", run.Machine().State)
 }
@@ -187,31 +219,27 @@ func runSucceeded(st store.RunState) bool {
 
 // writeDiff records the change from the checkpoint to the current tree as
 // changes.diff and as attempt n's own diff.
+// The diff streams to the attempt's file (memory stays bounded whatever the
+// size of the files), changes.diff is a hard link to it, not a copy, and
+// so is the attempt's file when an earlier attempt's diff is the same.
 func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) error {
-	diff, _, err := p.d.Checkpoints.Diff(ctx, p.d.Store.Root(), manifest)
-	if err != nil {
-		return fmt.Errorf("diff the tree against the checkpoint: %w", err)
+	var earlier []string
+	for k := n - 1; k >= 1; k-- {
+		earlier = append(earlier, layout.AttemptDiffName(k))
 	}
-	if err := run.WriteFile(layout.AttemptDiffName(n), diff); err != nil {
-		return err
-	}
-	return run.WriteFile(layout.DiffFile, diff)
+	return p.writeDiffFiles(ctx, run, manifest, layout.AttemptDiffName(n), earlier, layout.DiffFile)
 }
 
-// revert brings the tree back to manifest. The diff is computed from the
-// tree as it is, so a revert interrupted by a crash can be repeated.
-// Checkpointer.Revert verifies the resulting tree against manifest.
+// revert brings the tree back to manifest: Checkpointer.Restore puts back
+// every differing path from the object store (streamed), verifies them,
+// and can simply be repeated after a crash.
 func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest) error {
-	root := p.d.Store.Root()
-	diff, _, err := p.d.Checkpoints.Diff(ctx, root, manifest)
+	paths, err := p.d.Checkpoints.Restore(ctx, p.d.Store.Root(), manifest)
 	if err != nil {
-		return fmt.Errorf("revert %s: diff the tree against the checkpoint: %w", run.ID(), err)
-	}
-	if len(diff) == 0 {
-		return nil
-	}
-	if err := p.d.Checkpoints.Revert(ctx, root, diff, manifest); err != nil {
 		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
+	}
+	if len(paths) == 0 {
+		return nil
 	}
 	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: run.ID(), Text: "to the checkpoint taken before the first attempt"})
 	return nil

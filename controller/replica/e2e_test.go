@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/decreehq/decree/internal/testtool"
 	"io"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // End-to-end tests: a real decree-controller and real decree-worker
@@ -483,5 +484,105 @@ func TestEndToEndDroppedConnectionTakesLeasePath(t *testing.T) {
 				t.Errorf("routine output appears %d times in the logs %v, want once", n, logs)
 			}
 		})
+	}
+}
+
+// linksRoutine checks that the replica holds the project's symlinks as
+// links, then adds an absolute one and retargets another; with FAIL in the
+// message it changes the links and fails.
+const linksRoutine = `#!/usr/bin/env bash
+set -euo pipefail
+[ "$(readlink venv/bin/python)" = /usr/bin/python3 ] || { echo "venv/bin/python -> $(readlink venv/bin/python)" >&2; exit 3; }
+[ "$(readlink up)" = ../../outside/data.txt ] || { echo "up -> $(readlink up)" >&2; exit 3; }
+[ ! -e venv/bin/python.real ] || exit 4
+if grep -q FAIL "$message_file"; then
+  ln -sfn /nonexistent venv/bin/python
+  rm up
+  exit 1
+fi
+ln -s /etc/hostname host
+ln -sfn /usr/bin/env venv/bin/python
+echo ok > ok.txt
+`
+
+// TestEndToEndReplicaSymlinks: a project with absolute and escaping
+// symlinks (a virtualenv's bin/python -> /usr/bin/python3) works with a
+// replica worker in a separate process: the links arrive as links, new
+// and retargeted links come back as links, a failed message's revert
+// restores them, and nothing they point to is read or written.
+func TestEndToEndReplicaSymlinks(t *testing.T) {
+	testtool.Require(t, "bash")
+	bin := testtool.Binaries(t)
+	dir := t.TempDir()
+	p := project(t, dir)
+	outside := filepath.Join(dir, "outside")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "data.txt"), []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p, ".decree", "routines", "links.sh"), []byte(linksRoutine), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(p, "venv", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for l, target := range map[string]string{"venv/bin/python": "/usr/bin/python3", "up": "../../outside/data.txt"} {
+		if err := os.Symlink(target, filepath.Join(p, filepath.FromSlash(l))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws := filepath.Join(dir, "W")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start(t, "controller", filepath.Join(bin, "decree-controller"), "--project", p, "--lease-ttl", "3s")
+	sock := filepath.Join(p, ".decree", "decree.sock")
+	testtool.WaitFor(t, 30*time.Second, "the controller socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	start(t, "worker", filepath.Join(bin, "decree-worker"), "--controller", "unix://"+sock, "--workspace", ws, "--id", "links")
+
+	readlink := func(root, rel string) string {
+		got, err := os.Readlink(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		return got
+	}
+	dropMessage(t, p, "links", "---\nroutine: links\n---\nwork\n")
+	testtool.WaitFor(t, 60*time.Second, "the links message done", func() bool { return doneCount(p) == 1 && inboxEmpty(p) })
+	for _, r := range runsOf(t, p, "links") {
+		for _, a := range r.Attempts {
+			if a.ExitCode != 0 {
+				t.Fatalf("attempt %d failed on the replica: %s", a.N, a.Error)
+			}
+		}
+	}
+	for rel, want := range map[string]string{"host": "/etc/hostname", "venv/bin/python": "/usr/bin/env", "up": "../../outside/data.txt"} {
+		if got := readlink(p, rel); got != want {
+			t.Errorf("controller: %s -> %s, want %s", rel, got, want)
+		}
+	}
+	if got := read(t, filepath.Join(p, "ok.txt")); got != "ok\n" {
+		t.Errorf("ok.txt = %q", got)
+	}
+
+	// A failing message changes links; the revert restores them on the
+	// controller, and the replica follows at its next sync.
+	dropMessage(t, p, "fails", "---\nroutine: links\n---\nFAIL\n")
+	testtool.WaitFor(t, 90*time.Second, "the failing message dead-lettered", func() bool {
+		ents, _ := os.ReadDir(filepath.Join(p, ".decree", "inbox", "dead"))
+		return len(ents) > 0 && inboxEmpty(p)
+	})
+	for rel, want := range map[string]string{"venv/bin/python": "/usr/bin/env", "up": "../../outside/data.txt", "host": "/etc/hostname"} {
+		if got := readlink(p, rel); got != want {
+			t.Errorf("controller after the revert: %s -> %s, want %s", rel, got, want)
+		}
+	}
+	if got := read(t, filepath.Join(outside, "data.txt")); got != "outside\n" {
+		t.Errorf("the file outside the project changed: %q", got)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Errorf("files appeared outside the project: %v", ents)
 	}
 }

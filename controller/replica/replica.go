@@ -20,7 +20,8 @@
 //  3. The pipeline Materializes that manifest into the project tree: every
 //     path whose entry changed relative to the published manifest is
 //     written from the object store (atomically, confined to the root,
-//     symlinks as links whose targets must stay inside the root), paths
+//     never through a symlink; symlinks are data and are written as links
+//     with their exact target, absolute or leading out of the root), paths
 //     the worker deleted are removed, modes applied, and every written
 //     path is verified against its hash. DeliverFiles puts returned
 //     follow-ups into the inbox/outbox and artifacts into the run

@@ -7,12 +7,13 @@ import (
 	"io"
 	"os"
 
+	"github.com/decreehq/decree/controller/crontab"
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/logbook"
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
-	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,32 +25,25 @@ type ControllerDeps struct {
 	Pipeline *pipeline.Pipeline
 	Events   *events.Log
 	Leases   *lease.Manager
+	Logs     *logbook.Book
 	Config   func() (*config.Config, error)
 	Version  string
+	// Cron lists .decree/cron/ (ListCronEntries).
+	Cron *crontab.Scheduler
+	// Daemon says the controller serves the project unattended.
+	Daemon bool
 }
 
 // ControllerServer implements decree.v1.ControllerService: each method
 // translates the request, calls the domain, and maps errors with Status.
 type ControllerServer struct {
 	decreev1.UnimplementedControllerServiceServer
-	d ControllerDeps
+	d       ControllerDeps
+	submits submitLocks
 }
 
 // NewControllerServer returns the adapter.
 func NewControllerServer(d ControllerDeps) *ControllerServer { return &ControllerServer{d: d} }
-
-// SubmitMessage queues a root message.
-func (s *ControllerServer) SubmitMessage(ctx context.Context, req *decreev1.SubmitMessageRequest) (*decreev1.SubmitMessageResponse, error) {
-	sub := pipeline.Submission{Name: req.GetName(), Body: req.GetBody()}
-	for _, f := range req.GetFields() {
-		sub.Fields = append(sub.Fields, message.Field{Key: f.GetKey(), Value: f.GetValue()})
-	}
-	e, seq, err := s.d.Pipeline.Submit(ctx, sub)
-	if err != nil {
-		return nil, Status(err)
-	}
-	return &decreev1.SubmitMessageResponse{Message: entryInfo(e), EventSequence: seq}, nil
-}
 
 // ProcessMigrations lists migrations and starts a job.
 func (s *ControllerServer) ProcessMigrations(ctx context.Context, req *decreev1.ProcessMigrationsRequest) (*decreev1.ProcessMigrationsResponse, error) {
@@ -94,6 +88,9 @@ func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decr
 	attempt := int(req.GetAttempt())
 	if attempt <= 0 {
 		run, err := s.d.Store.OpenRun(id)
+		if err != nil && req.GetFollow() {
+			run, err = waitRun(stream.Context(), s.d.Store, id)
+		}
 		if err != nil {
 			return Status(err)
 		}
@@ -112,14 +109,35 @@ func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decr
 		seq++
 		return stream.Send(&decreev1.WatchLogsResponse{Chunk: c})
 	}
+	if err := s.checkLogOffset(id, attempt, streamName, req.GetOffset()); err != nil {
+		return err
+	}
 	if req.GetFollow() {
-		return Status(s.d.Leases.Follow(stream.Context(), id, attempt, streamName, req.GetOffset(), send))
+		// The attempt may not have begun yet: wait for its log while the
+		// run is in progress.
+		return Status(s.d.Leases.FollowPending(stream.Context(), id, attempt, streamName, req.GetOffset(), runInProgress(s.d.Store, id), send))
 	}
 	p, err := s.d.Store.LogPath(id, attempt, streamName)
 	if err != nil {
 		return Status(err)
 	}
 	return Status(sendFile(p, req.GetOffset(), send))
+}
+
+// checkLogOffset refuses an offset past the end of a log that no longer
+// grows (OUT_OF_RANGE); a live attempt's log may still reach it.
+func (s *ControllerServer) checkLogOffset(id string, attempt int, stream string, offset uint64) error {
+	if offset == 0 || s.d.Logs == nil || s.d.Logs.Live(id, attempt) {
+		return nil
+	}
+	size, err := s.d.Logs.Size(logbook.Key{MessageID: id, Attempt: attempt, Stream: stream})
+	if err != nil {
+		return Status(err)
+	}
+	if offset > size {
+		return status.Errorf(codes.OutOfRange, "offset %d is past the end of the %s log of %s attempt %d (%d bytes)", offset, stream, id, attempt, size)
+	}
+	return nil
 }
 
 // sendFile passes a file's bytes from offset to send in chunks.
@@ -147,48 +165,15 @@ func sendFile(path string, offset uint64, send func(uint64, []byte) error) error
 	}
 }
 
-// ListMessages lists messages by state.
-func (s *ControllerServer) ListMessages(ctx context.Context, req *decreev1.ListMessagesRequest) (*decreev1.ListMessagesResponse, error) {
-	all, err := s.messages()
-	if err != nil {
-		return nil, Status(err)
-	}
-	want := map[decreev1.MessageState]bool{}
-	for _, st := range req.GetStates() {
-		want[st] = true
-	}
-	resp := &decreev1.ListMessagesResponse{}
-	for _, m := range all {
-		if (len(want) == 0 || want[m.GetState()]) && (req.GetChain() == "" || m.GetChain() == req.GetChain()) {
-			m.Body = nil
-			resp.Messages = append(resp.Messages, m)
-		}
-	}
-	return resp, nil
-}
-
 // GetMessage returns one message with its body.
 func (s *ControllerServer) GetMessage(ctx context.Context, req *decreev1.GetMessageRequest) (*decreev1.GetMessageResponse, error) {
 	v, err := s.d.Store.FindMessage(req.GetId())
 	if err != nil {
 		return nil, Status(err)
 	}
-	mi := messageInfo(v)
-	if id, _, attempt, busy := s.d.Pipeline.Running(); busy && v.State == store.StateQueued && v.ID == id {
-		mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
-	}
-	return &decreev1.GetMessageResponse{Message: mi}, nil
-}
-
-// ListRuns lists runs, newest first.
-func (s *ControllerServer) ListRuns(ctx context.Context, req *decreev1.ListRunsRequest) (*decreev1.ListRunsResponse, error) {
-	runs, err := s.d.Store.Runs(req.GetChain(), int(req.GetLimit()))
-	if err != nil {
-		return nil, Status(err)
-	}
-	resp := &decreev1.ListRunsResponse{}
-	for _, run := range runs {
-		resp.Runs = append(resp.Runs, runInfo(run))
+	resp := &decreev1.GetMessageResponse{Message: s.messageView(v)}
+	if v.Message != nil {
+		resp.Body = v.Message.Body
 	}
 	return resp, nil
 }
@@ -223,6 +208,9 @@ func (s *ControllerServer) GetArtifact(req *decreev1.GetArtifactRequest, stream 
 		return Status(fmt.Errorf("%w: run %s has no artifact %s (ListRuns lists each run's artifacts)", store.ErrNotFound, req.GetMessageId(), req.GetName()))
 	}
 	size := uint64(fi.Size())
+	if req.GetOffset() > size {
+		return status.Errorf(codes.OutOfRange, "offset %d is past the end of %s (%d bytes)", req.GetOffset(), req.GetName(), size)
+	}
 	return Status(sendFile(p, req.GetOffset(), func(off uint64, data []byte) error {
 		return stream.Send(&decreev1.GetArtifactResponse{Offset: off, Data: data, Size: size})
 	}))
@@ -237,15 +225,6 @@ func (s *ControllerServer) RequeueMessage(ctx context.Context, req *decreev1.Req
 	return &decreev1.RequeueMessageResponse{Message: entryInfo(e)}, nil
 }
 
-// CancelMessage cancels a queued or running message.
-func (s *ControllerServer) CancelMessage(ctx context.Context, req *decreev1.CancelMessageRequest) (*decreev1.CancelMessageResponse, error) {
-	e, err := s.d.Pipeline.Cancel(ctx, req.GetId(), req.GetReason())
-	if err != nil {
-		return nil, Status(err)
-	}
-	return &decreev1.CancelMessageResponse{Message: &decreev1.MessageInfo{Id: e.ID, Name: e.Name(), Chain: e.Chain, State: decreev1.MessageState_MESSAGE_STATE_DEAD}}, nil
-}
-
 // RevertMessage undoes a completed message.
 func (s *ControllerServer) RevertMessage(ctx context.Context, req *decreev1.RevertMessageRequest) (*decreev1.RevertMessageResponse, error) {
 	paths, err := s.d.Pipeline.Revert(ctx, req.GetId())
@@ -253,12 +232,6 @@ func (s *ControllerServer) RevertMessage(ctx context.Context, req *decreev1.Reve
 		return nil, Status(err)
 	}
 	return &decreev1.RevertMessageResponse{Paths: paths}, nil
-}
-
-// ListCronEntries is not available: decree has no scheduler for
-// .decree/cron/ yet.
-func (s *ControllerServer) ListCronEntries(ctx context.Context, req *decreev1.ListCronEntriesRequest) (*decreev1.ListCronEntriesResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "cron schedules are not supported by this controller yet")
 }
 
 // ListWorkers lists workers.

@@ -24,6 +24,7 @@ var eventKinds = map[events.Kind]decreev1.EventKind{
 	events.ProcessFinished: decreev1.EventKind_EVENT_KIND_PROCESS_FINISHED,
 	events.Warning:         decreev1.EventKind_EVENT_KIND_WARNING,
 	events.HookFinished:    decreev1.EventKind_EVENT_KIND_HOOK_FINISHED,
+	events.UsageLimitWait:  decreev1.EventKind_EVENT_KIND_USAGE_LIMIT_WAIT,
 }
 
 // eventProto converts a controller event to the API's Event.
@@ -36,6 +37,9 @@ func eventProto(e *events.Event) *decreev1.Event {
 	if !e.Time.IsZero() {
 		out.Time = timestamppb.New(e.Time)
 	}
+	if !e.Until.IsZero() {
+		out.Until = timestamppb.New(e.Until)
+	}
 	return out
 }
 
@@ -47,7 +51,7 @@ var messageStates = map[store.MessageState]decreev1.MessageState{
 	store.StateInterrupted: decreev1.MessageState_MESSAGE_STATE_INTERRUPTED,
 }
 
-// messageInfo converts a listed message, body included.
+// messageInfo converts a listed message (never its body).
 func messageInfo(v store.MessageView) *decreev1.MessageInfo {
 	mi := &decreev1.MessageInfo{Id: v.ID, Name: v.Name, Chain: v.Chain, Seq: int32(v.Seq), State: messageStates[v.State], DeadReason: v.Problem, Attempts: int32(v.Attempt)}
 	if m := v.Message; m != nil {
@@ -61,7 +65,6 @@ func messageInfo(v store.MessageView) *decreev1.MessageInfo {
 		for _, f := range m.Fields {
 			mi.Fields = append(mi.Fields, &decreev1.Field{Key: f.Key, Value: message.ParamValue(f.Value)})
 		}
-		mi.Body = m.Body
 	}
 	return mi
 }

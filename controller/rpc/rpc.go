@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
@@ -41,6 +42,9 @@ func Status(err error) error {
 	var gap *logbook.GapError
 	var slow *events.SlowWatcherError
 	var conflict *pipeline.ConflictError
+	if errors.As(err, &slow) {
+		return slowStatus(err.Error(), map[string]string{"resume_sequence": strconv.FormatUint(slow.Resume, 10)})
+	}
 	if errors.As(err, &conflict) {
 		st := status.New(codes.FailedPrecondition, err.Error())
 		pf := &errdetails.PreconditionFailure{}
@@ -73,8 +77,6 @@ func Status(err error) error {
 		code = codes.FailedPrecondition
 	case errors.As(err, &gap):
 		code = codes.OutOfRange
-	case errors.As(err, &slow):
-		code = codes.ResourceExhausted
 	case errors.Is(err, lease.ErrClosed), errors.Is(err, events.ErrClosed), errors.Is(err, pipeline.ErrStopping):
 		code = codes.Unavailable
 	case errors.Is(err, lease.ErrSuperseded):
@@ -93,6 +95,22 @@ func Status(err error) error {
 		code = codes.Unimplemented
 	}
 	return status.Error(code, err.Error())
+}
+
+// SlowWatcherReason is the google.rpc.ErrorInfo reason of a watcher that
+// was cut off for falling behind; its metadata say where to resume.
+const SlowWatcherReason = "WATCHER_TOO_SLOW"
+
+// errorDomain is the google.rpc.ErrorInfo domain of decree's errors.
+const errorDomain = "decree.v1"
+
+// slowStatus is RESOURCE_EXHAUSTED with ErrorInfo details.
+func slowStatus(msg string, meta map[string]string) error {
+	st := status.New(codes.ResourceExhausted, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: SlowWatcherReason, Domain: errorDomain, Metadata: meta}); err == nil {
+		return d.Err()
+	}
+	return st.Err()
 }
 
 // WorkerServer implements decree.v1.WorkerService over a lease.Manager.

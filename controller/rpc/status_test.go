@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -91,5 +94,40 @@ func TestRunRecordProto(t *testing.T) {
 	}
 	if runRecordProto(store.RunRecord{}).GetOutcome() != decreev1.RunOutcome_RUN_OUTCOME_RUNNING {
 		t.Error("a record without outcome is not RUNNING")
+	}
+}
+
+// A watcher cut off for falling behind learns from the status details,
+// not from parsing the message, where to resume.
+func TestSlowWatcherCarriesResumeSequence(t *testing.T) {
+	st := status.Convert(Status(fmt.Errorf("watch: %w", &events.SlowWatcherError{Resume: 42, Buffer: 256})))
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("code %s", st.Code())
+	}
+	var info *errdetails.ErrorInfo
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			info = ei
+		}
+	}
+	if info == nil || info.GetReason() != SlowWatcherReason || info.GetMetadata()["resume_sequence"] != "42" {
+		t.Fatalf("details %v", st.Details())
+	}
+}
+
+// Paths under the project root become relative in status messages; the
+// code and the details stay.
+func TestScrubberKeepsCodeAndDetails(t *testing.T) {
+	sc := NewScrubber("/srv/proj")
+	in := Status(&pipeline.ConflictError{ID: "x", Paths: []string{"a"}, Err: fmt.Errorf("open /srv/proj/.decree/runs/x/changes.diff: denied")})
+	out := status.Convert(sc.Err(in))
+	if out.Code() != codes.FailedPrecondition || len(out.Details()) != 1 {
+		t.Fatalf("scrubbed %v", out)
+	}
+	if strings.Contains(out.Message(), "/srv/proj") || !strings.Contains(out.Message(), "open .decree/runs/x/changes.diff") {
+		t.Errorf("message %q", out.Message())
+	}
+	if got := sc.Message("project /srv/proj is busy"); got != "project . is busy" {
+		t.Errorf("root alone: %q", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/routine"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // messages lists every message, marking the one the loop is running.
@@ -16,16 +17,21 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	running, _, attempt, busy := s.d.Pipeline.Running()
 	out := make([]*decreev1.MessageInfo, 0, len(views))
 	for _, v := range views {
-		mi := messageInfo(v)
-		if busy && (v.State == store.StateQueued || v.State == store.StateInterrupted) && v.ID == running {
-			mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
-		}
-		out = append(out, mi)
+		out = append(out, s.messageView(v))
 	}
 	return out, nil
+}
+
+// messageView converts a listed message, marking it running when the loop
+// is processing it.
+func (s *ControllerServer) messageView(v store.MessageView) *decreev1.MessageInfo {
+	mi := messageInfo(v)
+	if running, _, attempt, busy := s.d.Pipeline.Running(); busy && (v.State == store.StateQueued || v.State == store.StateInterrupted) && v.ID == running {
+		mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
+	}
+	return mi
 }
 
 // ListRoutines lists routines with descriptions and parameters.
@@ -71,12 +77,12 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 	if err != nil {
 		return nil, Status(err)
 	}
-	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Queued: int32(sum.Queued), Done: int32(sum.Done), Dead: int32(sum.Dead)}
+	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Queued: int32(sum.Queued), Done: int32(sum.Done), Dead: int32(sum.Dead), Daemon: s.d.Daemon, Problems: s.d.Pipeline.Problems()}
 	running, _, attempt, busy := s.d.Pipeline.Running()
 	if busy {
 		if v, ok := s.d.Store.QueuedView(running); ok {
 			resp.Running = messageInfo(v)
-			resp.Running.State, resp.Running.Attempts, resp.Running.Body = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt), nil
+			resp.Running.State, resp.Running.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
 			resp.Queued--
 		}
 	}
@@ -84,9 +90,7 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		if busy && v.ID == running {
 			continue
 		}
-		mi := messageInfo(v)
-		mi.Body = nil
-		resp.Interrupted = append(resp.Interrupted, mi)
+		resp.Interrupted = append(resp.Interrupted, messageInfo(v))
 	}
 	if cfg, err := s.d.Config(); err == nil {
 		if migs, err := s.d.Pipeline.Migrations(cfg); err == nil {
@@ -103,6 +107,9 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		if w.GetConnected() {
 			resp.WorkersConnected++
 		}
+	}
+	if id, until, notice, ok := s.d.Pipeline.UsageLimitWait(); ok {
+		resp.UsageLimitWait = &decreev1.UsageLimitWait{MessageId: id, Until: timestamppb.New(until), Notice: notice}
 	}
 	return resp, nil
 }

@@ -34,21 +34,7 @@ type env struct {
 func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(filepath.Join(dir, "project"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	book := logbook.New(func(k logbook.Key) (string, error) {
-		p, err := st.LogPath(k.MessageID, k.Attempt, k.Stream)
-		if err != nil {
-			return "", err
-		}
-		return p, os.MkdirAll(filepath.Dir(p), 0o755)
-	})
-	m, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: ttl, Logs: book})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _, m := newDomain(t, dir, ttl)
 	sock := filepath.Join(dir, "decree.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
@@ -67,6 +53,28 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 		srv.Stop()
 	})
 	return &env{st: st, m: m, client: decreev1.NewWorkerServiceClient(conn)}
+}
+
+// newDomain opens a project store in dir with a logbook storing logs in
+// its run directories and a lease manager over them.
+func newDomain(t *testing.T, dir string, ttl time.Duration) (*store.Store, *logbook.Book, *lease.Manager) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(dir, "project"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := logbook.New(func(k logbook.Key) (string, error) {
+		p, err := st.LogPath(k.MessageID, k.Attempt, k.Stream)
+		if err != nil {
+			return "", err
+		}
+		return p, os.MkdirAll(filepath.Dir(p), 0o755)
+	})
+	m, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: ttl, Logs: book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, book, m
 }
 
 // fakeWorker is a test double of a worker built on the generated client.

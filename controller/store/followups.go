@@ -52,6 +52,11 @@ func (r *Run) InboxSnapshot() (InboxSnapshot, bool) {
 	return snap, true
 }
 
+// IsFollowUpName reports whether an inbox file name has the shape of a
+// follow-up a routine writes, "<chain>-<seq>.md". Other names in the inbox
+// are messages queued by hand or by other tools, never an attempt's.
+func IsFollowUpName(name string) bool { return chainSeqShape.MatchString(name) }
+
 // SnapshotInbox records the inbox's message files (from the inbox index).
 func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
 	es, err := s.ListInbox()
@@ -80,7 +85,9 @@ type FollowUp struct {
 	Source string
 }
 
-// Rejected is a follow-up that was dead-lettered instead of queued.
+// Rejected is a follow-up that was dead-lettered instead of queued. It is
+// a message of its own: Note.MessageID is its id in the chain, and DeadFile
+// is named after it.
 type Rejected struct {
 	Source string
 	// DeadFile is its name in inbox/dead/.
@@ -115,6 +122,11 @@ var chainSeqShape = regexp.MustCompile(`^[0-9]+-[0-9]+\.md$`)
 //     being one more than the highest seq of this chain anywhere in the
 //     inbox, done/, dead/ and runs/. Their chain, seq and id fields are
 //     set to match. A file that does not parse is dead-lettered instead.
+//
+// A dead-lettered follow-up is a message of its own: it keeps the id its
+// name gives it when that is a valid follow-up name of this chain, else it
+// gets the next free seq after the queued follow-ups (so those keep theirs).
+// Its file in dead/ is named after its id.
 func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (Collected, error) {
 	var out Collected
 	if !message.ValidChain(chain) {
@@ -123,6 +135,7 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	curID := chain + "-" + strconv.Itoa(seq)
+	var rejects []reject
 
 	ents, err := os.ReadDir(s.path(layout.Inbox))
 	if err != nil {
@@ -142,13 +155,14 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 			problem = s.checkFollowUpContent(s.path(layout.Inbox, name))
 		}
 		if problem != "" {
-			note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: curID,
-				Detail: fmt.Sprintf("Follow-up %s written by the routine of %s was rejected: %s.", src, curID, problem)}
-			dead, err := s.deadLetterLocked(s.path(layout.Inbox, name), name, note)
-			if err != nil {
-				return out, err
+			// A rejected follow-up keeps the id its name gives it in this
+			// chain; one without gets the next free id after the queued
+			// follow-ups (below).
+			file := ""
+			if checkFollowUpName(name, chain, seq) == "" {
+				file = name
 			}
-			out.Rejected = append(out.Rejected, Rejected{Source: src, DeadFile: dead, Note: note})
+			rejects = append(rejects, reject{path: s.path(layout.Inbox, name), file: file, source: src, problem: problem})
 			continue
 		}
 		_, n, _ := message.ChainFromFileName(name)
@@ -178,13 +192,7 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		target := fmt.Sprintf("%s-%d.md", chain, next)
 		m, problem := s.outboxMessage(p, de, target)
 		if problem != "" {
-			note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: curID,
-				Detail: fmt.Sprintf("Follow-up %s written by the routine of %s was rejected: %s.", src, curID, problem)}
-			dead, err := s.deadLetterLocked(p, name, note)
-			if err != nil {
-				return out, err
-			}
-			out.Rejected = append(out.Rejected, Rejected{Source: src, DeadFile: dead, Note: note})
+			rejects = append(rejects, reject{path: p, source: src, problem: problem})
 			continue
 		}
 		// Rewrite in place first, then rename: a crash in between leaves
@@ -202,7 +210,29 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		next++
 	}
 	sort.SliceStable(out.FollowUps, func(i, j int) bool { return out.FollowUps[i].Seq < out.FollowUps[j].Seq })
+	for _, r := range rejects {
+		if r.file == "" {
+			if next < 0 {
+				next = s.maxSeqLocked(chain, seq) + 1
+			}
+			r.file = fmt.Sprintf("%s-%d.md", chain, next)
+			next++
+		}
+		note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: layout.MessageStem(r.file),
+			Detail: fmt.Sprintf("Follow-up %s written by the routine of %s was rejected: %s.", r.source, curID, r.problem)}
+		dead, err := s.deadLetterLocked(r.path, r.file, note)
+		if err != nil {
+			return out, err
+		}
+		out.Rejected = append(out.Rejected, Rejected{Source: r.source, DeadFile: dead, Note: note})
+	}
 	return out, nil
+}
+
+// reject is a follow-up CollectFollowUps dead-letters: the file at path,
+// under the name file ("" for the next free id of the chain).
+type reject struct {
+	path, file, source, problem string
 }
 
 // checkFollowUpName returns why name is not a follow-up of <chain>-<seq>, or "".
@@ -338,12 +368,9 @@ func (s *Store) ReceiveFollowUp(chain string, seq int, area, name string, conten
 			return nil, nil
 		}
 	}
-	safe := message.KebabName(name)
-	if safe == "" {
-		safe = "follow-up"
-	}
-	file := "rejected-" + safe + ".md"
-	note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: curID,
+	// Dead-lettered under an id of its own in this chain.
+	file := fmt.Sprintf("%s-%d.md", chain, s.maxSeqLocked(chain, seq)+1)
+	note := DeadNote{Reason: ReasonInvalidFollowUp, MessageID: layout.MessageStem(file),
 		Detail: fmt.Sprintf("Follow-up %q (area %s) returned by the worker for %s was rejected: %s.", name, area, curID, problem)}
 	dead, err := s.deadLetterBytes(file, content, note)
 	if err != nil {

@@ -58,14 +58,17 @@ func TestCollectFollowUps(t *testing.T) {
 				{"inbox/hand-dropped.md", "a user's message\n"},
 			},
 			wantQueue: []string{chainA + "-6.md"},
-			wantDead:  []string{"12-4.md", chainA + "-1.md", chainA + "-3.md", chainA + "-5.md", chainB + "-4.md"},
-			wantWhy:   []string{"not <chain>-<seq>.md", "not greater", "not greater", "does not parse", "belongs to chain " + chainB},
+			// Each rejected follow-up is a message of its own: chainA-5 keeps
+			// the id its name gives it, the others get the next free ids
+			// after the queued follow-ups, in name order.
+			wantDead: []string{chainA + "-10.md", chainA + "-5.md", chainA + "-7.md", chainA + "-8.md", chainA + "-9.md"},
+			wantWhy:  []string{"belongs to chain " + chainB, "does not parse", "not <chain>-<seq>.md", "not greater", "not greater"},
 		},
 		{
 			name:     "unparsable outbox file is dead-lettered byte for byte",
 			seq:      0,
 			written:  []file{{"outbox/bad.md", "---\nx: [\n---\nbody\x00"}, {"outbox/good.md", "ok\n"}},
-			wantDead: []string{"bad.md"}, wantWhy: []string{"does not parse"},
+			wantDead: []string{chainA + "-2.md"}, wantWhy: []string{"does not parse"},
 			wantQueue: []string{chainA + "-1.md"},
 		},
 		{
@@ -105,6 +108,14 @@ func TestCollectFollowUps(t *testing.T) {
 			var dead []string
 			for _, r := range got.Rejected {
 				dead = append(dead, r.DeadFile)
+				if r.Note.MessageID+".md" != r.DeadFile {
+					t.Errorf("%s is dead-lettered as %s but has id %s", r.Source, r.DeadFile, r.Note.MessageID)
+				}
+				for _, f := range tt.written {
+					if f.path == r.Source && read(t, filepath.Join(s.Dir(), "inbox/dead", r.DeadFile)) != f.content {
+						t.Errorf("dead letter %s (from %s) not byte for byte", r.DeadFile, r.Source)
+					}
+				}
 			}
 			slices.Sort(dead)
 			if !slices.Equal(dead, tt.wantDead) {
@@ -114,11 +125,6 @@ func TestCollectFollowUps(t *testing.T) {
 				note := read(t, filepath.Join(s.Dir(), "inbox/dead", d+layout.DeadNoteSuffix))
 				if !strings.Contains(note, "reason: "+ReasonInvalidFollowUp) || !strings.Contains(note, tt.wantWhy[i]) {
 					t.Errorf("note of %s lacks %q:\n%s", d, tt.wantWhy[i], note)
-				}
-				for _, f := range tt.written {
-					if filepath.Base(f.path) == d && read(t, filepath.Join(s.Dir(), "inbox/dead", d)) != f.content {
-						t.Errorf("dead letter %s not byte for byte", d)
-					}
 				}
 			}
 			ents, _ := os.ReadDir(filepath.Join(s.Dir(), "outbox"))
@@ -179,7 +185,7 @@ func TestReceiveFollowUp(t *testing.T) {
 			continue
 		}
 		if rej != nil {
-			if !strings.HasPrefix(rej.DeadFile, "rejected-") || read(t, filepath.Join(s.Dir(), "inbox/dead", rej.DeadFile)) != "content\n" {
+			if rej.DeadFile != chainA+"-1.md" || rej.Note.MessageID != chainA+"-1" || read(t, filepath.Join(s.Dir(), "inbox/dead", rej.DeadFile)) != "content\n" {
 				t.Errorf("%q: dead file %q", tt.name, rej.DeadFile)
 			}
 			if !exists(filepath.Join(s.Dir(), "inbox/dead", rej.DeadFile+layout.DeadNoteSuffix)) {

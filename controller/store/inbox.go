@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/decreehq/decree/pkg/fsutil"
@@ -154,21 +155,28 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 			old[e.File] = e
 		}
 	}
+	kept := out[:0]
 	for i := range out {
 		if out[i].Err != nil || out[i].Message != nil {
+			kept = append(kept, out[i])
 			continue
 		}
 		if e, ok := old[out[i].File]; ok {
-			out[i] = e // unchanged since the last listing: not parsed again
+			kept = append(kept, e) // unchanged since the last listing: not parsed again
 			continue
 		}
-		if s.loadInboxEntry(&out[i]) {
-			// Written back with its new chain: note its new identity.
-			if fi, err := os.Lstat(s.path(layout.Inbox, out[i].File)); err == nil {
-				keys[out[i].File] = keyOf(fi)
-			}
+		if !s.loadInboxEntry(&out[i]) {
+			delete(keys, out[i].File)
+			continue // left for a later listing (the disk is full)
 		}
+		// It may have been written back with a new chain: note its
+		// identity now.
+		if fi, err := os.Lstat(s.path(layout.Inbox, out[i].File)); err == nil {
+			keys[out[i].File] = keyOf(fi)
+		}
+		kept = append(kept, out[i])
 	}
+	out = kept
 	sortEntries(out)
 	now := time.Now()
 	fullAt := s.inbox.fullAt
@@ -201,8 +209,13 @@ func sortEntries(es []Entry) {
 }
 
 // loadInboxEntry parses and normalises e.File, assigning and persisting a
-// chain when the message has none (then it reports true).
-func (s *Store) loadInboxEntry(e *Entry) (wroteBack bool) {
+// chain when the message has none.
+//
+// It returns false when the entry must be left out of this listing: its
+// new chain id could not be written for want of space (ENOSPC, EDQUOT). A
+// full disk is no fault of the message, so it stays in the inbox, untouched,
+// and is listed again once space is freed.
+func (s *Store) loadInboxEntry(e *Entry) bool {
 	p := s.path(layout.Inbox, e.File)
 	data, err := fsutil.ReadRegular(p)
 	if err != nil {
@@ -211,12 +224,12 @@ func (s *Store) loadInboxEntry(e *Entry) (wroteBack bool) {
 			reason = ReasonNotRegularFile
 		}
 		e.Err = &BadMessageError{File: e.File, Reason: reason, Err: fmt.Errorf("it cannot be read: %w", err)}
-		return false
+		return true
 	}
 	m, err := message.Parse(data)
 	if err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return false
+		return true
 	}
 	_, hasChain := m.Get("chain")
 	_, _, nameChain := message.ChainFromFileName(e.File)
@@ -227,13 +240,17 @@ func (s *Store) loadInboxEntry(e *Entry) (wroteBack bool) {
 	}
 	if err := message.Normalize(m, in); err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return false
+		return true
 	}
 	if fresh {
 		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				s.log.Error("disk full: a new message stays in the inbox until space is freed", "file", e.File, "err", err)
+				return false
+			}
 			e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage,
 				Err: fmt.Errorf("record the new chain id %s in the file: %w", in.Chain, err)}
-			return false
+			return true
 		}
 	}
 	e.Message = m
@@ -241,7 +258,7 @@ func (s *Store) loadInboxEntry(e *Entry) (wroteBack bool) {
 	e.Chain = m.Chain()
 	e.Seq, _ = m.Seq()
 	s.chains.Observe(e.Chain)
-	return fresh
+	return true
 }
 
 // CreateMessage writes a new root message into the inbox and returns it.

@@ -159,7 +159,9 @@ func (s *Store) Fresh(e Entry) Entry {
 		return e
 	}
 	ne := Entry{File: e.File, ModTime: fi.ModTime()}
-	s.loadInboxEntry(&ne)
+	if !s.loadInboxEntry(&ne) {
+		return e // cannot be read as it is now (a full disk): keep what was listed
+	}
 	if fi, err := os.Lstat(p); err == nil {
 		if s.inbox.keys == nil {
 			s.inbox.keys = map[string]fileKey{}

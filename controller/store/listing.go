@@ -174,6 +174,9 @@ func (s *Store) QueuedView(id string) (MessageView, bool) {
 
 // fill sets the parsed message and, where still unknown, its id parts.
 func (v *MessageView) fill(content []byte) {
+	if chain, seq, ok := message.SplitID(v.ID); ok && v.Chain == "" {
+		v.Chain, v.Seq = chain, seq
+	}
 	m, err := message.Parse(content)
 	if err != nil {
 		return

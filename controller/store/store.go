@@ -149,6 +149,9 @@ func (s *Store) InstanceID() string { return s.id }
 // Chains is the chain-id generator the store uses.
 func (s *Store) Chains() *message.ChainGen { return s.chains }
 
+// Location is the time zone run.json times are written in.
+func (s *Store) Location() *time.Location { return s.loc }
+
 func (s *Store) path(parts ...string) string {
 	return filepath.Join(append([]string{s.dir}, parts...)...)
 }

@@ -1,9 +1,12 @@
 package testtool
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -110,4 +113,33 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// StartListening starts a decree-controller command (its Stdout must be
+// unset) and waits up to 30s for the TCP address it prints as "listening
+// on ADDR"; the test fails when the controller exits or prints none.
+func StartListening(t testing.TB, cmd *exec.Cmd) (string, *Proc) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	cmd.Stdout = pw
+	p := Start(t, "decree-controller", cmd)
+	addrs := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok && !strings.HasSuffix(a, ".sock") {
+				addrs <- a
+			}
+		}
+	}()
+	go func() { <-p.Done(); pw.Close() }()
+	select {
+	case a := <-addrs:
+		return a, p
+	case <-p.Done():
+		t.Fatalf("decree-controller exited before listening: %v\n%s", p.Err(), p.Out)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("decree-controller printed no TCP address within 30s\n%s", p.Out)
+	}
+	return "", nil
 }

@@ -29,8 +29,18 @@ func Require(t testing.TB, name string) string {
 	return p
 }
 
+// Unavailable skips the test because what it needs is missing (why), or
+// fails it when DECREE_REQUIRE_TOOLS=1, like Require.
+func Unavailable(t testing.TB, what string, why error) {
+	t.Helper()
+	if os.Getenv("DECREE_REQUIRE_TOOLS") == "1" {
+		t.Fatalf("%s is required (DECREE_REQUIRE_TOOLS=1) but unavailable: %v", what, why)
+	}
+	t.Skipf("%s unavailable (set DECREE_REQUIRE_TOOLS=1 to make this a failure): %v", what, why)
+}
+
 // Commands are decree's programs, as module-relative package directories.
-var Commands = []string{"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker"}
+var Commands = []string{"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker", "./cmd/decree-driver-tree"}
 
 var (
 	buildOnce sync.Once
@@ -39,7 +49,8 @@ var (
 )
 
 // Binaries builds decree's commands once per test binary and returns the
-// directory holding decreectl, decree-controller and decree-worker. Call
+// directory holding decreectl, decree-controller, decree-worker and the
+// decree-driver-tree plugin beside them (as `make build` lays them out). Call
 // Cleanup from TestMain to remove it.
 func Binaries(t testing.TB) string {
 	t.Helper()

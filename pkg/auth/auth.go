@@ -45,7 +45,25 @@ const (
 // the project: about 150 bytes each, so 64 MiB covers trees of several
 // hundred thousand files) and an attempt's result. The gRPC default of 4 MiB
 // would refuse the manifest of a 30,000-file tree.
+//
+// Every decree server and client uses this one limit, on TCP and on the
+// unix socket alike, through MessageSizeDialOption and
+// MessageSizeServerOptions: a limit that differs between the two ends or
+// the two transports makes a large message work on one path and fail on
+// another.
 const MaxMessageBytes = 64 << 20
+
+// MessageSizeDialOption applies MaxMessageBytes to every call of a client
+// connection, both directions.
+func MessageSizeDialOption() grpc.DialOption {
+	return grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))
+}
+
+// MessageSizeServerOptions apply MaxMessageBytes to a server, both
+// directions.
+func MessageSizeServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+}
 
 // Keepalive: a client pings an idle connection every KeepaliveTime and drops
 // it when no answer comes within KeepaliveTimeout, so a worker behind a NAT
@@ -116,9 +134,7 @@ func targetHost(target string) (string, error) {
 // the message size limit. It refuses a TCP target without a token, and
 // Insecure to an address that is not loopback.
 func DialOptions(target string, o ClientOptions) ([]grpc.DialOption, error) {
-	common := []grpc.DialOption{
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
-	}
+	common := []grpc.DialOption{MessageSizeDialOption()}
 	if IsUnixTarget(target) {
 		return append(common, grpc.WithTransportCredentials(insecure.NewCredentials())), nil
 	}

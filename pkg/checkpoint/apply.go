@@ -35,6 +35,7 @@ type planned struct {
 	data     []byte
 	curMode  fs.FileMode // lstat mode before applying (0 if absent)
 	curIsDir bool
+	curFile  bool // a regular file was on disk before applying
 }
 
 // Apply applies diff to the tree at root, forward or in reverse, and checks
@@ -58,15 +59,7 @@ func (c *Checkpointer) currentTree(ctx context.Context, root string, want *Manif
 	if want == nil {
 		return nil
 	}
-	return func() (*Manifest, error) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		m, err := c.snapshot(ctx, root, false)
-		if err != nil {
-			return nil, err
-		}
-		return m, c.addTracked(root, want, m, false)
-	}
+	return func() (*Manifest, error) { return c.currentManifest(ctx, root, want) }
 }
 
 // Revert undoes diff (applies it in reverse) and verifies every touched file
@@ -125,7 +118,8 @@ func apply(ctx context.Context, root string, diff []byte, reverse bool, want *Ma
 			return err
 		}
 	}
-	if err := writePlan(root, plan, durable); err != nil {
+	perms, err := writePlan(root, plan, durable)
+	if err != nil {
 		return err
 	}
 	paths := make([]string, 0, len(plan))
@@ -141,7 +135,7 @@ func apply(ctx context.Context, root string, diff []byte, reverse bool, want *Ma
 	for _, p := range plan {
 		paths = append(paths, p.path)
 	}
-	return Verify(root, paths, check)
+	return verify(root, paths, check, perms)
 }
 
 func parseDiff(diff []byte) ([]*gitdiff.File, error) {
@@ -312,6 +306,7 @@ func computePlan(ctx context.Context, root string, files []*gitdiff.File) (map[s
 					}
 					p.data = []byte(t)
 				} else if fi.Mode().IsRegular() {
+					p.curFile = true
 					if p.data, err = os.ReadFile(abs); err != nil {
 						return nil, fmt.Errorf("apply: read %s: %w (make it readable)", name, err)
 					}
@@ -348,9 +343,12 @@ func computePlan(ctx context.Context, root string, files []*gitdiff.File) (map[s
 				return nil, fmt.Errorf("%w: %s does not have the content the diff expects (changed behind decree's back?)", ErrConflict, name)
 			}
 		}
+		// With the preimage's full blob id checked, a hunk that does not
+		// apply means the diff is damaged, not the tree.
+		preimageChecked := !f.IsNew && fullOID(f.OldOIDPrefix)
 		var out bytes.Buffer
 		if err := gitdiff.Apply(&out, bytes.NewReader(p.data), f); err != nil {
-			if errors.Is(err, &gitdiff.Conflict{}) {
+			if errors.Is(err, &gitdiff.Conflict{}) && !preimageChecked {
 				return nil, fmt.Errorf("%w: %s: %v (changed behind decree's back?)", ErrConflict, name, err)
 			}
 			return nil, fmt.Errorf("%w: %s: %v", ErrCorruptDiff, name, err)

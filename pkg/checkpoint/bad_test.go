@@ -285,3 +285,76 @@ func TestTrackedFilesStayTracked(t *testing.T) {
 		t.Fatalf("revert: got %q, want %q", got, state)
 	}
 }
+
+// TestRevertRestoresDeletedFilesWithTheirMode deletes files of both modes,
+// text and binary, and reverts: each must come back with its content and
+// exactly the permission its mode is created with.
+func TestRevertRestoresDeletedFilesWithTheirMode(t *testing.T) {
+	cp := newCP(t)
+	root := t.TempDir()
+	files := map[string]spec{
+		"docs/notes.txt": file("notes\n"), "docs/blob.bin": file("\x00\x01\x02"),
+		"run.sh": exe("#!/bin/sh\necho hi\n"), "tool.bin": exe("\x7fELF\x00\x01"),
+	}
+	writeSpec(t, root, files)
+	before := snapshot(t, cp, root)
+	state := treeState(t, root)
+	for p := range files {
+		if err := os.Remove(filepath.Join(root, filepath.FromSlash(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	diff, _, err := cp.Diff(context.Background(), root, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Revert(context.Background(), root, diff, before); err != nil {
+		t.Fatal(err)
+	}
+	if got := treeState(t, root); got != state {
+		t.Fatalf("reverted tree differs\nwant %q\ngot  %q", state, got)
+	}
+	for p, s := range files {
+		fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != s.mode.Perm() {
+			t.Errorf("%s restored with permission %04o, want %04o", p, fi.Mode().Perm(), s.mode.Perm())
+		}
+	}
+}
+
+// TestVerifyChecksPermissions: a file whose content matches but that its
+// owner cannot read and write does not match the manifest.
+func TestVerifyChecksPermissions(t *testing.T) {
+	cp := newCP(t)
+	root := t.TempDir()
+	writeSpec(t, root, map[string]spec{"a.txt": file("a\n"), "b.txt": file("b\n")})
+	m := snapshot(t, cp, root)
+	if err := Verify(root, []string{"a.txt", "b.txt"}, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "a.txt"), 0); err != nil {
+		t.Fatal(err)
+	}
+	err := Verify(root, []string{"a.txt", "b.txt"}, m)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "a.txt (permission 0000, want 0644)") || strings.Contains(err.Error(), "b.txt") {
+		t.Fatalf("Verify = %v, want a permission mismatch naming a.txt only", err)
+	}
+}
+
+// TestDamagedHunkIsCorruptNotConflict: when a file's content is exactly the
+// one the diff's index line names, a hunk that does not apply is a damaged
+// diff, and the error says so.
+func TestDamagedHunkIsCorruptNotConflict(t *testing.T) {
+	cp, root, before, diff := changedTree(t)
+	damaged := []byte(strings.Replace(string(diff), "+seven", "+SEVEN", 1))
+	if string(damaged) == string(diff) {
+		t.Fatal("test diff has no +seven line")
+	}
+	err := cp.Revert(context.Background(), root, damaged, before)
+	if !errors.Is(err, ErrCorruptDiff) {
+		t.Fatalf("Revert with a damaged hunk = %v, want ErrCorruptDiff", err)
+	}
+}

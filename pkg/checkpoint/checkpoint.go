@@ -35,6 +35,14 @@
 // symlink whose target points outside the tree is recorded, diffed and
 // restored as a link: decree never follows it and never writes through it.
 //
+// Memory: DiffTo streams a diff to a writer, and writes every change with
+// a side over StreamThreshold (8 MiB) as a binary patch streamed from the
+// store; Restore puts a tree back to a manifest from the store without a
+// diff; RevertFile undoes a stored diff over 64 MiB by reading only its
+// section headers, then restoring. They keep memory bounded whatever the
+// size of the files. Diff, Apply and Revert work in memory (the diff, and
+// the touched files).
+//
 // Line diffs use Myers' algorithm in linear space (myers.go): minimal, and a
 // 50,000-line file with 500 scattered edits diffs in tens of milliseconds.
 //
@@ -74,7 +82,9 @@
 // Modes are git's: "644" (regular), "755" (owner-executable), "120000"
 // (symlink; "link" holds the target and sha256/size describe the target
 // text). Finer permission bits are not tracked; applying a change keeps a
-// file's other permission bits. Empty directories are not tracked, and
+// file's other permission bits, and a file Apply creates or restores gets
+// exactly 0644 or 0755. Verification after Apply checks those permission
+// bits too, so a file restored with permission 000 is an error. Empty directories are not tracked, and
 // directories a diff empties are removed (as git apply does).
 //
 // A Checkpointer serves one project: it owns that project's object store and

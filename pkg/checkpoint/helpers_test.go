@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -61,7 +62,8 @@ func putSpec(t testing.TB, root, p string, s spec) {
 }
 
 // treeState lists every file and symlink below root (except .git) as
-// "path mode content", the ground truth that trees are compared by.
+// "path mode permission content", the ground truth that trees are compared
+// by (the permission bits exactly, so a file restored as 000 differs).
 func treeState(t testing.TB, root string) string {
 	t.Helper()
 	var out []string
@@ -91,7 +93,11 @@ func treeState(t testing.TB, root string) string {
 		if err != nil {
 			return err
 		}
-		out = append(out, filepath.ToSlash(rel)+" "+ModeOf(fi.Mode()).String()+" "+content)
+		perm := ""
+		if fi.Mode().IsRegular() {
+			perm = fmt.Sprintf("%04o ", fi.Mode().Perm())
+		}
+		out = append(out, filepath.ToSlash(rel)+" "+ModeOf(fi.Mode()).String()+" "+perm+content)
 		return nil
 	})
 	if err != nil {

@@ -1,9 +1,9 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"github.com/decreehq/decree/pkg/fsutil"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/decreehq/decree/pkg/fsutil"
 )
 
 // chooser supplies the random decisions of a case: math/rand for the
@@ -184,9 +186,21 @@ func mutate(t testing.TB, c chooser, root string) {
 	}
 }
 
+// deletionKind classifies a file a mutation deleted: its mode and whether
+// its content is binary (holds a NUL byte), e.g. "644 binary".
+func deletionKind(m Mode, data []byte) string {
+	kind := "text"
+	if bytes.IndexByte(data, 0) >= 0 {
+		kind = "binary"
+	}
+	return m.String() + " " + kind
+}
+
 // roundTrip builds a random tree, mutates it, and checks that the diff
-// reverts to an identical manifest and tree, and applies forward again.
-func roundTrip(t testing.TB, cp *Checkpointer, c chooser) {
+// reverts to an identical manifest and tree (content and exact permission
+// bits), and applies forward again. It returns the kinds of the regular
+// files the mutations deleted.
+func roundTrip(t testing.TB, cp *Checkpointer, c chooser) (deleted []string) {
 	ctx := context.Background()
 	base := fastTempDir(t)
 	root := filepath.Join(base, "root")
@@ -202,12 +216,23 @@ func roundTrip(t testing.TB, cp *Checkpointer, c chooser) {
 		mutate(t, c, root)
 	}
 	state1 := treeState(t, root)
+	post := filepath.Join(base, "post")
+	copyTree(t, root, post)
 	diff, after, err := cp.Diff(ctx, root, before)
 	if err != nil {
 		t.Fatalf("Diff: %v", err)
 	}
 	if (len(diff) == 0) != before.Equal(after) {
 		t.Fatalf("diff emptiness (%d bytes) disagrees with manifest equality", len(diff))
+	}
+	for _, ch := range Compare(before, after) {
+		if ch.After == nil && ch.Before.Mode != ModeSymlink {
+			data, err := os.ReadFile(filepath.Join(pre, filepath.FromSlash(ch.Path)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			deleted = append(deleted, deletionKind(ch.Before.Mode, data))
+		}
 	}
 	if err := cp.Revert(ctx, root, diff, before); err != nil {
 		t.Fatalf("Revert: %v\nbefore: %q\nafter: %q\ndiff:\n%s", err, state0, state1, diff)
@@ -218,27 +243,46 @@ func roundTrip(t testing.TB, cp *Checkpointer, c chooser) {
 	if got := treeState(t, root); got != state0 {
 		t.Fatalf("reverted tree differs\nwant %q\ngot  %q\ndiff:\n%s", state0, got, diff)
 	}
+	// Restore (no diff, contents streamed from the store) gets there too.
+	if _, err := cp.Restore(ctx, post, before); err != nil {
+		t.Fatalf("Restore: %v\nbefore: %q\nafter: %q", err, state0, state1)
+	}
+	if got := treeState(t, post); got != state0 {
+		t.Fatalf("restored tree differs\nwant %q\ngot  %q", state0, got)
+	}
 	if err := cp.Apply(ctx, pre, diff, false, after); err != nil {
 		t.Fatalf("Apply forward: %v\ndiff:\n%s", err, diff)
 	}
 	if got := treeState(t, pre); got != state1 {
 		t.Fatalf("forward tree differs\nwant %q\ngot  %q\ndiff:\n%s", state1, got, diff)
 	}
+	return deleted
 }
 
 // TestPropertyRevert runs 1000 random trees with random mutations of every
 // kind (edits, new, deleted, binary, empty, no final newline, CRLF, mode,
-// symlinks, file<->directory, file<->symlink, odd names).
+// symlinks, file<->directory, file<->symlink, odd names). Deletions of 644
+// and 755 files, text and binary, must each occur many times, since a
+// restored file must come back with its permission bits too.
 func TestPropertyRevert(t *testing.T) {
 	cp := newCP(t)
 	r := rand.New(rand.NewSource(1))
+	deleted := map[string]int{}
 	for i := 0; i < 1000; i++ {
 		seed := r.Int63()
 		ok := t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			roundTrip(t, cp, randChooser{rand.New(rand.NewSource(seed))})
+			for _, k := range roundTrip(t, cp, randChooser{rand.New(rand.NewSource(seed))}) {
+				deleted[k]++
+			}
 		})
 		if !ok {
 			t.Fatalf("case with seed %d failed", seed)
+		}
+	}
+	t.Logf("deletions by kind: %v", deleted)
+	for _, k := range []string{"644 text", "644 binary", "755 text", "755 binary"} {
+		if deleted[k] < 10 {
+			t.Errorf("only %d deletions of a %s file among the cases (%v); make mutations delete more", deleted[k], k, deleted)
 		}
 	}
 }

@@ -351,7 +351,7 @@ func (c *Checkpointer) addTracked(root string, tracked, m *Manifest, store bool)
 		if !loc.info.Mode().IsRegular() && loc.info.Mode()&fs.ModeSymlink == 0 {
 			continue
 		}
-		e, exists, err := readEntry(loc.abs)
+		e, _, exists, err := readEntry(loc.abs)
 		if err != nil {
 			return fmt.Errorf("snapshot: read %s: %w (make it readable)", p, err)
 		}

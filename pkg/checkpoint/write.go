@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,8 +18,15 @@ import (
 
 // writePlan carries out a checked plan: deletions first (removing
 // directories they leave empty), then creations and modifications in path
-// order. Every path is confined again just before it is written.
-func writePlan(root string, plan map[string]*planned, durable bool) error {
+// order. Every path is confined again just before it is written. It
+// returns the permission bits it gave each regular file it wrote, for the
+// verification that follows.
+//
+// A file that is created (or restored after a deletion) gets its mode's
+// permission, 0644 or 0755; a file changed in place keeps the permission
+// bits git does not track (0600, 0664, ...) when its mode class stays.
+func writePlan(root string, plan map[string]*planned, durable bool) (map[string]fs.FileMode, error) {
+	perms := map[string]fs.FileMode{}
 	ordered := sortedPlan(plan)
 	for i := len(ordered) - 1; i >= 0; i-- {
 		p := ordered[i]
@@ -27,10 +35,10 @@ func writePlan(root string, plan map[string]*planned, durable bool) error {
 		}
 		abs, err := fsutil.ConfinedJoin(root, p.path)
 		if err != nil {
-			return fmt.Errorf("apply: %w", err)
+			return nil, fmt.Errorf("apply: %w", err)
 		}
 		if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("apply: delete %s: %w", p.path, err)
+			return nil, fmt.Errorf("apply: delete %s: %w", p.path, err)
 		}
 		fsutil.RemoveEmptyParents(root, filepath.Dir(abs))
 	}
@@ -40,41 +48,42 @@ func writePlan(root string, plan map[string]*planned, durable bool) error {
 		}
 		abs, err := fsutil.ConfinedJoin(root, p.path)
 		if err != nil {
-			return fmt.Errorf("apply: %w", err)
+			return nil, fmt.Errorf("apply: %w", err)
 		}
 		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return fmt.Errorf("apply: create directory for %s: %w", p.path, err)
+			return nil, fmt.Errorf("apply: create directory for %s: %w", p.path, err)
 		}
 		if fi, err := os.Lstat(abs); err == nil && fi.IsDir() {
 			// checkLayout made sure the diff emptied it; remove what is left.
 			if err := removeEmptyTree(abs); err != nil {
-				return fmt.Errorf("apply: replace directory %s by a file: %w", p.path, err)
+				return nil, fmt.Errorf("apply: replace directory %s by a file: %w", p.path, err)
 			}
 		}
 		if p.mode == ModeSymlink {
 			if err := fsutil.ReplaceSymlink(abs, string(p.data)); err != nil {
-				return fmt.Errorf("apply: %s: %w", p.path, err)
+				return nil, fmt.Errorf("apply: %s: %w", p.path, err)
 			}
 			continue
 		}
 		perm := p.mode.Perm()
-		if p.curMode.IsRegular() && ModeOf(p.curMode) == p.mode {
+		if p.curFile && ModeOf(p.curMode) == p.mode {
 			perm = p.curMode.Perm() // keep bits git does not track
 		}
 		if err := writeFileRename(abs, p.data, perm); err != nil {
-			return fmt.Errorf("apply: %w", err)
+			return nil, fmt.Errorf("apply: %w", err)
 		}
+		perms[p.path] = perm
 	}
 	// One syncfs instead of an fsync per file: Apply is idempotent (paths
 	// already in their final state are accepted), so after a crash it is
 	// simply run again.
 	if !durable {
-		return nil
+		return perms, nil
 	}
 	if err := syncFS(root); err != nil {
-		return fmt.Errorf("apply: flush %s: %w", root, err)
+		return nil, fmt.Errorf("apply: flush %s: %w", root, err)
 	}
-	return nil
+	return perms, nil
 }
 
 // writeFileRename writes data to a temporary file beside path, sets perm and
@@ -120,8 +129,17 @@ func removeEmptyTree(dir string) error {
 
 // Verify checks each of paths in the tree at root against want: a path in
 // want must exist with its hash, mode and link target; a path not in want
-// must not exist. Every mismatch is named in one error wrapping ErrConflict.
+// must not exist. A regular file must also be readable and writable by its
+// owner (a file restored with permission 000 does not match "644", even
+// for root, who could still read it). Every mismatch is named in one error
+// wrapping ErrConflict.
 func Verify(root string, paths []string, want *Manifest) error {
+	return verify(root, paths, want, nil)
+}
+
+// verify is Verify that also wants the exact permission bits in perms (the
+// ones writePlan gave the files it wrote).
+func verify(root string, paths []string, want *Manifest, perms map[string]fs.FileMode) error {
 	sorted := append([]string(nil), paths...)
 	sort.Strings(sorted)
 	var bad []string
@@ -133,9 +151,10 @@ func Verify(root string, paths []string, want *Manifest) error {
 			continue
 		}
 		var got Entry
+		var perm fs.FileMode
 		exists := false
 		if loc.info != nil {
-			got, exists, err = readEntry(loc.abs)
+			got, perm, exists, err = readEntry(loc.abs)
 		}
 		switch {
 		case err != nil:
@@ -144,12 +163,12 @@ func Verify(root string, paths []string, want *Manifest) error {
 			bad = append(bad, p+" (exists, should be absent)")
 		case !exists && inWant:
 			bad = append(bad, p+" (missing)")
+		case exists && got.Mode != e.Mode:
+			bad = append(bad, fmt.Sprintf("%s (mode %s, want %s)", p, got.Mode, e.Mode))
 		case exists && got != e:
-			why := "content differs"
-			if got.Mode != e.Mode {
-				why = fmt.Sprintf("mode %s, want %s", got.Mode, e.Mode)
-			}
-			bad = append(bad, p+" ("+why+")")
+			bad = append(bad, p+" (content differs)")
+		case exists && got.Mode != ModeSymlink && !permOK(perm, perms, p):
+			bad = append(bad, fmt.Sprintf("%s (permission %04o, want %04o)", p, perm, wantPerm(e.Mode, perms, p)))
 		}
 	}
 	if len(bad) > 0 {
@@ -158,31 +177,54 @@ func Verify(root string, paths []string, want *Manifest) error {
 	return nil
 }
 
-// readEntry lstat's and hashes one path.
-func readEntry(abs string) (Entry, bool, error) {
+// permOK reports whether a regular file's permission bits are acceptable:
+// exactly those written when the file was written, else at least owner
+// read and write.
+func permOK(perm fs.FileMode, perms map[string]fs.FileMode, p string) bool {
+	if w, ok := perms[p]; ok {
+		return perm == w
+	}
+	return perm&0o600 == 0o600
+}
+
+func wantPerm(m Mode, perms map[string]fs.FileMode, p string) fs.FileMode {
+	if w, ok := perms[p]; ok {
+		return w
+	}
+	return m.Perm()
+}
+
+// readEntry lstat's and hashes one path; it also returns the permission
+// bits.
+func readEntry(abs string) (Entry, fs.FileMode, bool, error) {
 	fi, err := os.Lstat(abs)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return Entry{}, false, nil // absent, or a parent is now a file
+		return Entry{}, 0, false, nil // absent, or a parent is now a file
 	}
 	if err != nil {
-		return Entry{}, false, err
+		return Entry{}, 0, false, err
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		t, err := os.Readlink(abs)
 		if err != nil {
-			return Entry{}, false, err
+			return Entry{}, 0, false, err
 		}
-		return entryFor(ModeSymlink, []byte(t)), true, nil
+		return entryFor(ModeSymlink, []byte(t)), fi.Mode().Perm(), true, nil
 	case fi.Mode().IsRegular():
-		data, err := os.ReadFile(abs)
+		f, err := os.Open(abs)
 		if err != nil {
-			return Entry{}, false, err
+			return Entry{}, 0, false, err
 		}
-		sum := sha256.Sum256(data)
-		return Entry{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Mode: ModeOf(fi.Mode())}, true, nil
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		if err != nil {
+			return Entry{}, 0, false, err
+		}
+		return Entry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n, Mode: ModeOf(fi.Mode())}, fi.Mode().Perm(), true, nil
 	case fi.IsDir():
-		return Entry{}, false, nil // a directory where a file was: "missing" or "absent"
+		return Entry{}, 0, false, nil // a directory where a file was: "missing" or "absent"
 	}
-	return Entry{}, false, fmt.Errorf("not a regular file or symlink")
+	return Entry{}, 0, false, fmt.Errorf("not a regular file or symlink")
 }

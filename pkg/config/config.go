@@ -76,6 +76,7 @@ func Default() *Config {
 	return &Config{
 		MaxRetries:         DefaultMaxRetries,
 		MaxDepth:           DefaultMaxDepth,
+		MaxLogBytes:        DefaultMaxLogBytes,
 		DefaultRoutine:     DefaultRoutineName,
 		NotebookEngine:     DefaultNotebookEngine,
 		OnMigrationFailure: DefaultOnMigrationFailure,
@@ -90,6 +91,7 @@ func Default() *Config {
 			TimeoutS:    DefaultTreeTimeoutS,
 			CLIs:        DefaultCLIs(),
 		},
+		UsageLimit: UsageLimitSettings{MaxWait: DefaultUsageLimitMaxWait},
 	}
 }
 

@@ -17,6 +17,7 @@ func TestDefault(t *testing.T) {
 	}{
 		{"max_retries", c.MaxRetries, 3},
 		{"max_depth", c.MaxDepth, 10},
+		{"max_log_bytes", c.MaxLogBytes, int64(64 << 20)},
 		{"default_routine", c.DefaultRoutine, "develop"},
 		{"notebook_support", c.NotebookSupport, false},
 		{"notebook_engine", c.NotebookEngine, "auto"},
@@ -91,10 +92,15 @@ func TestParseKeys(t *testing.T) {
 		want  any
 	}{
 		{"commands.router", "commands:\n  router: claude -p\n", func(c *Config) any { return c.Commands.Router }, "claude -p"},
+		{"commands.ai_interactive", "commands:\n  ai_interactive: claude\n", func(c *Config) any { return c.Commands.AIInteractive }, "claude"},
 		{"max_retries", "max_retries: 5\n", func(c *Config) any { return c.MaxRetries }, 5},
 		{"max_attempts alias", "max_attempts: 7\n", func(c *Config) any { return c.MaxRetries }, 7},
 		{"both, same value", "max_retries: 4\nmax_attempts: 4\n", func(c *Config) any { return c.MaxRetries }, 4},
 		{"max_depth", "max_depth: 3\n", func(c *Config) any { return c.MaxDepth }, 3},
+		{"max_log_bytes bytes", "max_log_bytes: 1048576\n", func(c *Config) any { return c.MaxLogBytes }, int64(1 << 20)},
+		{"max_log_bytes MiB", "max_log_bytes: 16MiB\n", func(c *Config) any { return c.MaxLogBytes }, int64(16 << 20)},
+		{"max_log_bytes MB", "max_log_bytes: 500 MB\n", func(c *Config) any { return c.MaxLogBytes }, int64(500_000_000)},
+		{"max_log_bytes no limit", "max_log_bytes: 0\n", func(c *Config) any { return c.MaxLogBytes }, int64(0)},
 		{"default_routine", "default_routine: rust-develop\n", func(c *Config) any { return c.DefaultRoutine }, "rust-develop"},
 		{"notebook_support", "notebook_support: true\n", func(c *Config) any { return c.NotebookSupport }, true},
 		{"notebook_engine", "notebook_engine: nbconvert\n", func(c *Config) any { return c.NotebookEngine }, "nbconvert"},
@@ -151,6 +157,8 @@ func TestParseInvalid(t *testing.T) {
 		{"enum migration failure", "\n\non_migration_failure: skip\n", []string{"config.yml:3: on_migration_failure: got skip, allowed: stop, continue"}},
 		{"zero retries", "max_retries: 0\n", []string{"config.yml:1: max_retries: got 0, allowed: a whole number above 0"}},
 		{"negative attempts", "max_attempts: -2\n", []string{"config.yml:1: max_attempts: got -2, allowed: a whole number above 0"}},
+		{"tiny log limit", "max_log_bytes: 100\n", []string{"config.yml:1: max_log_bytes: got 100, allowed: 0 (no limit) or a size of at least 4KiB"}},
+		{"log limit unit", "max_log_bytes: 5 parsecs\n", []string{`max_log_bytes: got "5 parsecs", allowed`}},
 		{"text depth", "max_depth: ten\n", []string{"config.yml:1: max_depth: got ten, allowed: a whole number above 0"}},
 		{"float depth", "max_depth: 2.5\n", []string{"max_depth: got 2.5, allowed: a whole number above 0"}},
 		{"list for a number", "max_depth: [1]\n", []string{"max_depth: got a list, allowed: a whole number above 0"}},
@@ -351,5 +359,19 @@ func TestLocationNamesTheMachineZone(t *testing.T) {
 	}
 	if loc.String() != "America/New_York" {
 		t.Fatalf("zone = %q, want the IANA name from $TZ", loc.String())
+	}
+}
+
+func TestTreeSettingsWireRoundTrip(t *testing.T) {
+	c, _, err := Parse("config.yml", []byte("tree:\n  default_cli: gemini\n  retry_count: 0\n  timeout_s: 7\n  clis:\n    mine: m <prompt>\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := TreeSettingsFromProto(c.Tree.Proto())
+	if !reflect.DeepEqual(got, c.Tree) {
+		t.Errorf("round trip: got %+v, want %+v", got, c.Tree)
+	}
+	if d := TreeSettingsFromProto(nil); !reflect.DeepEqual(d, Default().Tree) {
+		t.Errorf("nil settings: got %+v, want the defaults", d)
 	}
 }

@@ -20,12 +20,12 @@ type parser struct {
 	errs  []error
 }
 
-var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "default_routine", "notebook_support",
+var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "max_log_bytes", "default_routine", "notebook_support",
 	"notebook_engine", "on_migration_failure", "migrations_dir", "routine_source", "time_zone", "hooks",
-	"routines", "shared_routines", "tree"}
+	"routines", "shared_routines", "tree", "usage_limit"}
 
 var (
-	commandKeys = []string{"router"}
+	commandKeys = []string{"router", "ai_interactive"}
 	hookKeys    = []string{"beforeAll", "afterAll", "beforeEach", "afterEach", "onDeadLetter"}
 	entryKeys   = []string{"enabled", "deprecated", "max_retries", "max_attempts", "timeout_s", "requires"}
 	treeKeys    = []string{"default_cli", "validate_cli", "retry_cli", "retry_count", "timeout_s", "clis"}
@@ -59,7 +59,12 @@ func (p *parser) parse(data []byte) {
 		switch key {
 		case "commands":
 			p.each(v, "commands", commandKeys, func(key string, _, v *yaml.Node) {
-				c.Commands.Router, _ = p.str(v, "commands.router", "a shell command")
+				switch key {
+				case "router":
+					c.Commands.Router, _ = p.str(v, "commands.router", "a shell command")
+				case "ai_interactive":
+					c.Commands.AIInteractive, _ = p.str(v, "commands.ai_interactive", "a shell command")
+				}
 			})
 		case "max_retries":
 			retries = v
@@ -74,6 +79,10 @@ func (p *parser) parse(data []byte) {
 		case "max_depth":
 			if n, ok := p.posInt(v, key); ok {
 				c.MaxDepth = n
+			}
+		case "max_log_bytes":
+			if n, ok := p.logBytes(v, key); ok {
+				c.MaxLogBytes = n
 			}
 		case "default_routine":
 			if s, ok := p.routineName(v, key); ok {
@@ -146,6 +155,8 @@ func (p *parser) parse(data []byte) {
 			p.registry(v, key, c.SharedRoutines)
 		case "tree":
 			p.tree(v)
+		case "usage_limit":
+			p.usageLimit(v)
 		}
 	})
 	p.checkAlias(retries, attempts, "max_retries", "max_attempts")

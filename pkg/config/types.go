@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // Config is the parsed form of .decree/config.yml. Zero values are never
 // seen by callers: Load fills every default (see Default).
 type Config struct {
@@ -10,6 +12,11 @@ type Config struct {
 	MaxRetries int `yaml:"max_retries"`
 	// MaxDepth rejects messages whose seq is >= this value. Default 10.
 	MaxDepth int `yaml:"max_depth"`
+	// MaxLogBytes is the most bytes one log (a stream of one attempt)
+	// keeps; a longer log keeps its tail after a notice line. 0 means no
+	// limit. Default DefaultMaxLogBytes (64 MiB); sizes such as "64MiB"
+	// are accepted.
+	MaxLogBytes int64 `yaml:"max_log_bytes"`
 	// DefaultRoutine is used when no message, spec or router picks one.
 	// Default "develop".
 	DefaultRoutine string `yaml:"default_routine"`
@@ -37,6 +44,22 @@ type Config struct {
 	SharedRoutines map[string]RoutineSettings `yaml:"shared_routines"`
 	// Tree holds the decision-tree driver settings.
 	Tree TreeSettings `yaml:"tree"`
+	// UsageLimit configures waiting out an AI tool's usage limit.
+	UsageLimit UsageLimitSettings `yaml:"usage_limit"`
+}
+
+// UsageLimitSettings configure usage-limit waits: after a failed attempt
+// whose log says an AI tool's usage limit was reached, decree waits until
+// the limit resets and retries without counting the attempt.
+type UsageLimitSettings struct {
+	// Disabled turns detection off (enabled: false).
+	Disabled bool `yaml:"-"`
+	// Patterns are extra regular expressions (RE2, matched per log line,
+	// case-insensitive) recognising a usage-limit notice, besides the
+	// built-in ones.
+	Patterns []string `yaml:"patterns"`
+	// MaxWait caps one wait. Default 24h.
+	MaxWait time.Duration `yaml:"max_wait"`
 }
 
 // Commands are the external commands decree invokes.
@@ -44,6 +67,10 @@ type Commands struct {
 	// Router is the AI command used to pick routines and derive message
 	// names; the prompt is passed on stdin. Empty disables the router.
 	Router string `yaml:"router"`
+	// AIInteractive starts the AI tool interactively; `decreectl prompt`
+	// runs it with the rendered prompt as its last argument. Empty means
+	// the first known AI tool on PATH.
+	AIInteractive string `yaml:"ai_interactive"`
 }
 
 // Hooks name routines (by routine name, resolved like any routine) to run at

@@ -45,6 +45,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/supervisor"
 )
 
@@ -116,6 +117,9 @@ type TaskConfig struct {
 	KillGrace time.Duration
 	// NotebookEngine is auto, papermill or nbconvert ("" means auto).
 	NotebookEngine string
+	// Tree holds the decision-tree settings (config.yml's tree: section);
+	// nil means the defaults. Only the tree driver reads them.
+	Tree *config.TreeSettings
 	// Venv is the Python venv for notebooks; "" means $DECREE_VENV, else
 	// <Workdir>/.decree/venv.
 	Venv string

@@ -243,3 +243,29 @@ func TestSafeName(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenFileNoFollow(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(file, filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := OpenFileNoFollow(file)
+	if err != nil {
+		t.Fatalf("regular file: %v", err)
+	}
+	f.Close()
+	if f, err := OpenFileNoFollow(filepath.Join(dir, "l")); err == nil {
+		f.Close()
+		t.Error("a symlink was followed")
+	}
+	if f, err := OpenFileNoFollow(dir); !errors.Is(err, ErrUnsafePath) {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("a directory: %v, want ErrUnsafePath", err)
+	}
+}

@@ -15,6 +15,20 @@ import (
 // the final model. Signals (SIGINT) and the end of ctx stop it cleanly, the
 // terminal restored.
 func runProgram(ctx context.Context, m *model, in io.Reader, out io.Writer) (*model, error) {
+	final, err := runTea(ctx, m, in, out)
+	if err != nil {
+		return nil, err
+	}
+	fm, ok := final.(*model)
+	if !ok {
+		return nil, fmt.Errorf("interactive run: unexpected final model %T", final)
+	}
+	return fm, nil
+}
+
+// runTea runs any model inline on in/out; a non-terminal input that ends
+// sends the model an inputClosedMsg.
+func runTea(ctx context.Context, m tea.Model, in io.Reader, out io.Writer) (tea.Model, error) {
 	// A terminal is handed to Bubble Tea as is, so that it goes into raw
 	// mode and its reads can be cancelled. Anything else (a pipe, a file) is
 	// watched for end of file, which Bubble Tea would otherwise ignore and
@@ -42,11 +56,7 @@ func runProgram(ctx context.Context, m *model, in io.Reader, out io.Writer) (*mo
 		}
 		return nil, fmt.Errorf("interactive run: terminal user interface failed: %w", err)
 	}
-	fm, ok := final.(*model)
-	if !ok {
-		return nil, fmt.Errorf("interactive run: unexpected final model %T", final)
-	}
-	return fm, nil
+	return final, nil
 }
 
 func isTerminal(r io.Reader) bool {

@@ -29,6 +29,8 @@ func (i routineItem) FilterValue() string { return i.r.Name }
 type selector struct {
 	list   list.Model
 	filter []rune
+	// label heads the list ("Routine" unless set).
+	label string
 }
 
 const (
@@ -52,7 +54,7 @@ func newSelector(routines []Routine, highlight string, width, height int) select
 	l.SetStatusBarItemName("routine", "routines")
 	l.DisableQuitKeybindings()
 	l.Filter = list.DefaultFilter // sahilm/fuzzy, best matches first
-	s := selector{list: l}
+	s := selector{list: l, label: "Routine"}
 	s.resize(width, height)
 	s.list.Select(sel)
 	return s
@@ -122,7 +124,7 @@ func (s *selector) selected() (Routine, bool) {
 // pads itself with when few routines match.
 func (s selector) view() string {
 	var b strings.Builder
-	b.WriteString(labelStyle.Render("Routine") + "  " + hintStyle.Render("filter:") + " " + string(s.filter) + "\n")
+	b.WriteString(labelStyle.Render(s.label) + "  " + hintStyle.Render("filter:") + " " + string(s.filter) + "\n")
 	lines := strings.Split(s.list.View(), "\n")
 	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
 		lines = lines[:len(lines)-1]

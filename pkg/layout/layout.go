@@ -9,7 +9,7 @@
 //	.decree/config.yml  router.md  processed.md  last-run.yml  .gitignore
 //	.decree/migrations/ routines/ prompts/ cron/ drivers/ venv/
 //	.decree/inbox/ inbox/done/ inbox/dead/ outbox/ runs/ objects/ cache/
-//	.decree/decree.sock controller.lock instance-id events.jsonl leases.json
+//	.decree/decree.sock controller.lock instance-id events.jsonl leases.json requests/
 //
 // A run directory:
 //
@@ -56,6 +56,7 @@ const (
 	WorkerID       = "worker-id"
 	Events         = "events.jsonl"
 	Leases         = "leases.json"
+	Requests       = "requests"
 )
 
 // InitDirs are the folders of .decree/ that `decreectl init` creates.

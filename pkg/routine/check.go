@@ -5,16 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/decreehq/decree/pkg/tree"
 )
 
 // Check reads the routine file and rejects what no attempt could run: a
 // shell script with CRLF line endings or NUL bytes, a notebook that is not
 // nbformat 4 JSON. The pipeline calls it before the first attempt, so such
 // a routine dead-letters the message at once instead of failing every
-// retry; the drivers check again when they start. Decision trees are left
-// to their driver.
+// retry; the drivers check again when they start. A decision tree is
+// read and linted by pkg/tree, with the project's tree: settings when
+// r.Tree is set (else its CLI codenames are left to the tree driver).
 func (r Routine) Check() error {
 	if r.Format == FormatTree {
+		var err error
+		if r.Tree != nil {
+			_, err = tree.Load(r.Path, *r.Tree)
+		} else {
+			_, err = tree.Lint(r.Path)
+		}
+		if err != nil {
+			return fmt.Errorf("routine %s (%s): %w", r.Name, r.Path, err)
+		}
 		return nil
 	}
 	b, err := r.read()

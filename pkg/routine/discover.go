@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/fsutil"
 )
 
@@ -23,6 +24,12 @@ type Library struct {
 	SharedDir string
 	// NotebookSupport mirrors the notebook_support config flag.
 	NotebookSupport bool
+	// BuiltinDir is where Resolve writes the built-in routines it returns;
+	// empty means BuiltinDirName below the parent of Dir.
+	BuiltinDir string
+	// Tree is passed to every routine found (see Routine.Tree); nil
+	// leaves decision trees' codenames unchecked.
+	Tree *config.TreeSettings
 }
 
 // order returns the extensions tried for a bare name, most preferred first.
@@ -69,8 +76,11 @@ func (l Library) Resolve(name string) (Routine, error) {
 			if ok, err := isFile(p); err != nil {
 				return Routine{}, err
 			} else if ok {
-				return Routine{Name: stem, Path: abs(p), Format: format, Shared: d.shared}, nil
+				return Routine{Name: stem, Path: abs(p), Format: format, Shared: d.shared, Tree: l.Tree}, nil
 			}
+		}
+		if rt, ok, err := l.resolveBuiltin(name); ok || err != nil {
+			return rt, err
 		}
 		return Routine{}, &NotFoundError{Name: name, Looked: looked}
 	}
@@ -84,9 +94,12 @@ func (l Library) Resolve(name string) (Routine, error) {
 			}
 			if ok {
 				_, _, format, _ := SplitExt(name + ext)
-				return Routine{Name: name, Path: abs(p), Format: format, Shared: d.shared}, nil
+				return Routine{Name: name, Path: abs(p), Format: format, Shared: d.shared, Tree: l.Tree}, nil
 			}
 		}
+	}
+	if rt, ok, err := l.resolveBuiltin(name); ok || err != nil {
+		return rt, err
 	}
 	nf := &NotFoundError{Name: name, Looked: looked}
 	if !l.NotebookSupport {
@@ -179,7 +192,7 @@ func (l Library) listDir(dir string, shared bool) ([]Entry, error) {
 			}
 			_, _, format, _ := SplitExt(stem + ext)
 			if !picked {
-				e.Routine = Routine{Name: stem, Path: abs(filepath.Join(dir, stem+ext)), Format: format, Shared: shared}
+				e.Routine = Routine{Name: stem, Path: abs(filepath.Join(dir, stem+ext)), Format: format, Shared: shared, Tree: l.Tree}
 				picked = true
 			} else if !containsFormat(e.Also, format) && format != e.Format {
 				e.Also = append(e.Also, format)

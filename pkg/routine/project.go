@@ -17,7 +17,7 @@ func ProjectLibrary(root string, cfg *config.Config) Library {
 	if shared != "" && !filepath.IsAbs(shared) {
 		shared = filepath.Join(root, shared)
 	}
-	return Library{Dir: layout.Path(root, layout.Routines), SharedDir: shared, NotebookSupport: cfg.NotebookSupport}
+	return Library{Dir: layout.Path(root, layout.Routines), SharedDir: shared, NotebookSupport: cfg.NotebookSupport, Tree: &cfg.Tree}
 }
 
 // syncMu makes SyncProject's read-modify-write of config.yml one at a time

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/decreehq/decree/pkg/tree"
 )
 
 // read returns the routine file's content.
@@ -17,11 +19,10 @@ func (r Routine) read() ([]byte, error) {
 
 // Description returns the routine's description for the router prompt and
 // listings: the header comment block of a shell script, the first markdown
-// cell of a notebook. Decision trees have none here (the tree driver knows
-// their format) and return "".
+// cell of a notebook, the title and first prompt of a decision tree.
 func (r Routine) Description() (string, error) {
 	if r.Format == FormatTree {
-		return "", nil
+		return tree.Describe(r.Path)
 	}
 	b, err := r.read()
 	if err != nil {

@@ -18,6 +18,11 @@
 // Project routines always win over shared ones: the shared directory is only
 // searched when the project directory has no match for the name.
 //
+// When no file matches, Resolve falls back to the routines decree ships
+// (Builtins: the git-baseline and git-stash-changes hooks), written to a
+// file under .decree/cache/ so that workers can run them like any other.
+// Listings and the registry never include them.
+//
 // Names that arrive from outside are validated with fsutil.CheckName, so
 // "../x" or "a/b" is rejected before any file is touched.
 package routine
@@ -26,6 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/decreehq/decree/pkg/config"
 )
 
 // Format is the kind of a routine file.
@@ -63,6 +70,12 @@ type Routine struct {
 	// Shared is true when the file comes from routine_source rather than
 	// the project's .decree/routines/.
 	Shared bool
+	// Builtin is true for a routine decree ships (see Builtins), found
+	// because no file of its name exists.
+	Builtin bool
+	// Tree is the project's tree: settings, from Library.Tree; Check of a
+	// decision tree then also checks its CLI codenames.
+	Tree *config.TreeSettings
 }
 
 // Entry is one line of a routine listing: a stem with the format that

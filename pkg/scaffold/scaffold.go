@@ -1,7 +1,10 @@
 // Package scaffold lays down a new project's .decree/ directory: the
 // configuration, the router instructions, the ignore file, prompt templates
-// and the default develop and rust-develop routines wired to the AI command
-// line tool found on PATH. It never overwrites a file that already exists,
+// for `decreectl prompt` (spec: writing a spec, routine: writing a routine,
+// review: reviewing the migrations) and the default develop and
+// rust-develop routines wired to the AI command line tool found on PATH.
+// The routines implement decree's pre-check (DECREE_PRE_CHECK=true): they
+// are ready when the AI tool (and, for rust-develop, cargo) is on PATH. It never overwrites a file that already exists,
 // so running it again only fills in what is missing.
 package scaffold
 
@@ -29,15 +32,25 @@ type AITool struct {
 	Name string
 	// Invoke is the bash command that runs one prompt, given as "$1".
 	Invoke string
+	// Resume runs one prompt ("$1") in the earlier session "$session".
+	Resume string
+	// NewSession, when the tool can be given a session id up front, runs
+	// one prompt in the new session "$session"; the routine then prints
+	// "Session ID: <id>" itself, so that decree finds it in the log.
+	NewSession string
 	// Router is the router command: prompt on stdin, answer on stdout.
 	Router string
+	// Interactive starts the tool for a conversation; the first prompt is
+	// added as its last argument (commands.ai_interactive).
+	Interactive string
 }
 
 // KnownTools are the AI tools init detects, in order of preference.
 var KnownTools = []AITool{
-	{Name: "claude", Invoke: `claude -p "$1"`, Router: `claude -p "$(cat)"`},
-	{Name: "opencode", Invoke: `opencode run "$1"`, Router: `opencode run "$(cat)"`},
-	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Router: `copilot -p "$(cat)"`},
+	{Name: "claude", Invoke: `claude -p "$1"`, Resume: `claude -p "$1" --resume "$session"`,
+		NewSession: `claude -p "$1" --session-id "$session"`, Router: `claude -p "$(cat)"`, Interactive: "claude"},
+	{Name: "opencode", Invoke: `opencode run "$1"`, Resume: `opencode run --session "$session" "$1"`, Router: `opencode run "$(cat)"`, Interactive: "opencode --prompt"},
+	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Resume: `copilot -p "$1" --allow-all-tools --resume "$session"`, Router: `copilot -p "$(cat)"`, Interactive: "copilot -i"},
 }
 
 // Options tune Init.
@@ -113,6 +126,13 @@ func Init(root string, opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// DetectTool returns the first of KnownTools on PATH (look nil means
+// exec.LookPath); ok is false when none is.
+func DetectTool(look func(string) (string, error)) (AITool, bool) {
+	t, _ := pickTool(Options{LookPath: look})
+	return t, t.Name != ""
+}
+
 func pickTool(opts Options) (AITool, error) {
 	look := opts.LookPath
 	if look == nil {
@@ -139,26 +159,63 @@ func pickTool(opts Options) (AITool, error) {
 }
 
 type tmplData struct {
-	Router     string
-	AIFunction string
+	Router      string
+	Interactive string
+	AIFunction  string
+	// PreCheck is the bash of a routine's pre-check that fails when the
+	// AI tool cannot be called.
+	PreCheck string
 }
 
 func templateData(t AITool) tmplData {
 	if t.Name == "" {
 		return tmplData{
-			Router: `""`,
+			Router:      `""`,
+			Interactive: `""`,
 			AIFunction: `# No AI tool (claude, opencode, copilot) was on PATH when this file was
 # written. Replace the body of ai() with the command that runs one prompt.
 ai() {
   echo "no AI tool configured: edit ${BASH_SOURCE[0]} and make ai() call your tool" >&2
   return 1
 }`,
+			PreCheck: `  # Replace this line by a check for your tool when you edit ai().
+  echo "no AI tool configured: make ai() in ${BASH_SOURCE[0]} call your tool"; exit 1`,
 		}
 	}
 	return tmplData{
-		Router:     yamlQuote(t.Router),
-		AIFunction: fmt.Sprintf("# Runs one prompt with %s, headless.\nai() { %s; }", t.Name, t.Invoke),
+		Router:      yamlQuote(t.Router),
+		Interactive: yamlQuote(t.Interactive),
+		AIFunction:  aiFunction(t),
+		PreCheck: fmt.Sprintf(`  command -v %s >/dev/null 2>&1 || { echo "%s is not on PATH; install it or make ai() in ${BASH_SOURCE[0]} call another tool"; exit 1; }`,
+			t.Name, t.Name),
 	}
+}
+
+// aiFunction writes the routine's ai() for a tool. After an attempt that
+// hit the tool's usage limit, decree retries with DECREE_PREVIOUS_SESSION_ID
+// set to the session id the attempt printed; the retry's first call then
+// resumes that session instead of starting afresh.
+func aiFunction(t AITool) string {
+	fresh := "    " + t.Invoke
+	if t.NewSession != "" {
+		fresh = `    session="$(cat /proc/sys/kernel/random/uuid 2>/dev/null || uuidgen)"
+    echo "Session ID: $session"
+    ` + t.NewSession
+	}
+	return fmt.Sprintf(`# Runs one prompt with %s, headless. After a usage limit, decree retries
+# with DECREE_PREVIOUS_SESSION_ID (the session the limited attempt used):
+# the first call then resumes that session.
+ai() {
+  local session
+  if [ -n "${DECREE_PREVIOUS_SESSION_ID:-}" ]; then
+    session="$DECREE_PREVIOUS_SESSION_ID"
+    unset DECREE_PREVIOUS_SESSION_ID
+    echo "Session ID: $session (resumed)"
+    %s
+  else
+%s
+  fi
+}`, t.Name, t.Resume, fresh)
 }
 
 // yamlQuote renders s as a double-quoted YAML scalar.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
@@ -75,10 +76,15 @@ func TestFromProtoRoundTripAndRefusals(t *testing.T) {
 		{"dotdot", []*decreev1.FileEntry{file("../etc/passwd")}, false, fsutil.ErrUnsafePath},
 		{"absolute", []*decreev1.FileEntry{file("/etc/passwd")}, false, fsutil.ErrUnsafePath},
 		{"backslash", []*decreev1.FileEntry{file(`a\..\b`)}, false, fsutil.ErrUnsafePath},
-		{"link to root", []*decreev1.FileEntry{link("l", "/")}, false, fsutil.ErrUnsafePath},
-		{"link up and out", []*decreev1.FileEntry{link("a/l", "../../x")}, false, fsutil.ErrUnsafePath},
-		{"link dotdot after name", []*decreev1.FileEntry{link("l", "sub/../..")}, false, fsutil.ErrUnsafePath},
+		// Symlinks are data: any target a symlink can have is accepted.
+		{"link to root", []*decreev1.FileEntry{link("l", "/")}, false, nil},
+		{"venv python", []*decreev1.FileEntry{link("venv/bin/python", "/usr/bin/python3")}, false, nil},
+		{"link up and out", []*decreev1.FileEntry{link("a/l", "../../x")}, false, nil},
+		{"link dotdot after name", []*decreev1.FileEntry{link("l", "sub/../..")}, false, nil},
 		{"link inside", []*decreev1.FileEntry{link("a/l", "../b")}, false, nil},
+		{"link empty target", []*decreev1.FileEntry{link("l", "")}, false, fsutil.ErrUnsafePath},
+		{"link NUL in target", []*decreev1.FileEntry{link("l", "a\x00b")}, false, fsutil.ErrUnsafePath},
+		{"link target too long", []*decreev1.FileEntry{link("l", strings.Repeat("a/", 2048))}, false, fsutil.ErrUnsafePath},
 		{"decree dir", []*decreev1.FileEntry{file(".decree/config.yml")}, false, ErrInvalid},
 		{"decree context allowed to replicas", []*decreev1.FileEntry{file(".decree/migrations/a.spec.md")}, true, nil},
 		{"decree non-context refused to replicas", []*decreev1.FileEntry{file(".decree/inbox/x.md")}, true, ErrInvalid},

@@ -141,3 +141,11 @@ func TestRingKeepsBytesExact(t *testing.T) {
 		t.Fatalf("read %d bytes that differ from the %d written", got.Len(), len(want))
 	}
 }
+
+func TestChunkSizeWithinTheControllersLimit(t *testing.T) {
+	for _, tc := range []struct{ in, want int }{{0, DefaultChunkSize}, {4096, 4096}, {32 << 20, MaxChunkSize}} {
+		if got := chunkSize(tc.in); got != tc.want {
+			t.Errorf("chunkSize(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

@@ -26,7 +26,21 @@ const (
 	DefaultChunkSize     = 64 << 10
 	DefaultMaxChunks     = 1024
 	DefaultFlushInterval = 500 * time.Millisecond
+	// MaxChunkSize is the largest chunk the controller accepts (its log
+	// book refuses larger ones as invalid); ChunkSize is held to it.
+	MaxChunkSize = 1 << 20
 )
+
+// chunkSize is the chunk size to use for a configured one.
+func chunkSize(configured int) int {
+	switch {
+	case configured <= 0:
+		return DefaultChunkSize
+	case configured > MaxChunkSize:
+		return MaxChunkSize
+	}
+	return configured
+}
 
 // Uploader sends a Buffer's bytes as LogChunks of one stream under one lease.
 type Uploader struct {
@@ -41,7 +55,8 @@ type Uploader struct {
 	// Backoff spaces retries after failed uploads.
 	Backoff backoff.Policy
 
-	// ChunkSize is the largest chunk (DefaultChunkSize when zero).
+	// ChunkSize is the largest chunk (DefaultChunkSize when zero, at most
+	// MaxChunkSize).
 	ChunkSize int
 	// BatchBytes closes an UploadLogs stream (to learn the acknowledged
 	// offset) once this many bytes were sent on it; half the buffer when zero.
@@ -85,10 +100,7 @@ func Permanent(err error) bool {
 // (returning nil), a permanent error occurs, or ctx ends. Transient failures
 // are retried with backoff, resending from the acknowledged offset.
 func (u *Uploader) Run(ctx context.Context) error {
-	chunk := u.ChunkSize
-	if chunk <= 0 {
-		chunk = DefaultChunkSize
-	}
+	chunk := chunkSize(u.ChunkSize)
 	batch := u.BatchBytes
 	if batch <= 0 {
 		batch = len(u.Buffer.ring) / 2

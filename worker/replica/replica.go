@@ -12,9 +12,12 @@
 // modes and symlinks, and leaves ignored paths alone (the same .gitignore
 // and .decreeignore rules as the controller, see pkg/checkpoint/ignore).
 // Every path from the controller is checked (pkg/wiremanifest): no "..",
-// no absolute path, nothing under .decree/ or .git/, no symlink whose
-// target leaves the workspace, and nothing is ever written through a
-// symlink or outside the workspace.
+// no absolute path, nothing under .decree/ or .git/, and nothing is ever
+// written through a symlink or outside the workspace. Symlinks are data:
+// a link is synced as a link with its exact target, also an absolute one or
+// one leading out of the project (a virtualenv's bin/python ->
+// /usr/bin/python3), and neither side ever follows one (files are opened
+// with O_NOFOLLOW, directories checked with lstat).
 //
 // After the attempt, Scan gives the replica's manifest and Upload sends
 // the contents the controller does not have yet (PutBlobs); the worker then

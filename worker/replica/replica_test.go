@@ -257,8 +257,7 @@ func TestSyncRefusesUnsafeManifests(t *testing.T) {
 	}{
 		{"parent traversal", &decreev1.FileEntry{Path: "../etc/passwd", Sha256: sumOf([]byte("x")), Size: 1, Mode: wiremanifest.WireFile}},
 		{"absolute path", &decreev1.FileEntry{Path: "/etc/passwd", Sha256: sumOf([]byte("x")), Size: 1, Mode: wiremanifest.WireFile}},
-		{"symlink to root", &decreev1.FileEntry{Path: "root", Sha256: sumOf([]byte("/")), Size: 1, Mode: wiremanifest.WireSymlink, LinkTarget: "/"}},
-		{"symlink out", &decreev1.FileEntry{Path: "up", Sha256: sumOf([]byte("..")), Size: 2, Mode: wiremanifest.WireSymlink, LinkTarget: ".."}},
+		{"symlink with an empty target", &decreev1.FileEntry{Path: "empty", Sha256: sumOf(nil), Size: 0, Mode: wiremanifest.WireSymlink, LinkTarget: ""}},
 		{"into .decree", &decreev1.FileEntry{Path: ".decree/worker-id", Sha256: sumOf([]byte("x")), Size: 1, Mode: wiremanifest.WireFile}},
 		{"file below a link", &decreev1.FileEntry{Path: "link/x", Sha256: sumOf([]byte("x")), Size: 1, Mode: wiremanifest.WireFile}},
 	}
@@ -398,5 +397,54 @@ func TestSyncReportsFailedRenameOfLargeBlob(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(locked, "big.bin")); err != nil || string(b) != big {
 		t.Errorf("big.bin after the second sync: %d bytes, %v", len(b), err)
+	}
+}
+
+// TestSyncKeepsAnySymlinkAsALink: symlinks are data. Absolute links and
+// links climbing out of the project (a virtualenv's bin/python) arrive in
+// the replica as links with their exact target, nothing they point to is
+// read or written, and a scan records them as links again.
+func TestSyncKeepsAnySymlinkAsALink(t *testing.T) {
+	f, c := serve(t)
+	r, ws := newReplica(t)
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	if err := os.WriteFile(outside, []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"venv/bin/python": "/usr/bin/python3",
+		"venv/lib64":      "lib",
+		"up":              "../../../somewhere/else",
+		"abs":             outside,
+		"dangling":        "/nonexistent/decree/target",
+	}
+	f.set(t, map[string]string{"a.txt": "a\n", "venv/lib/site.py": "x = 1\n"}, links)
+	st, err := r.Sync(context.Background(), c, "tok", "")
+	if err != nil {
+		t.Fatalf("sync with outside symlinks: %v", err)
+	}
+	for p, want := range links {
+		got, err := os.Readlink(filepath.Join(ws, filepath.FromSlash(p)))
+		if err != nil || got != want {
+			t.Errorf("%s -> %q, %v; want a symlink to %q", p, got, err, want)
+		}
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "outside\n" {
+		t.Errorf("the file an absolute link points to changed: %q", b)
+	}
+	if got := readTree(t, r); !got.Equal(st.Manifest) {
+		t.Fatalf("the replica's scan differs from the controller's manifest: %v", checkpoint.Compare(st.Manifest, got))
+	}
+	// Retargeting a link replaces the link, not what it points to.
+	links["abs"] = "/etc/hostname"
+	f.set(t, map[string]string{"a.txt": "a\n", "venv/lib/site.py": "x = 1\n"}, links)
+	if _, err := r.Sync(context.Background(), c, "tok", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(filepath.Join(ws, "abs")); got != "/etc/hostname" {
+		t.Errorf("abs -> %q after retargeting, want /etc/hostname", got)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "outside\n" {
+		t.Errorf("retargeting wrote through the old link: %q", b)
 	}
 }

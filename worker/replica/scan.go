@@ -277,7 +277,7 @@ var hashBufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return
 
 func hashFile(path string) ([32]byte, int64, error) {
 	var sum [32]byte
-	f, err := os.Open(path)
+	f, err := fsutil.OpenFileNoFollow(path)
 	if err != nil {
 		return sum, 0, err
 	}

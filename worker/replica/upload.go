@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/fsutil"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -80,7 +80,7 @@ func (r *Replica) Upload(ctx context.Context, c Client, token string, base, afte
 func (r *Replica) sendFile(stream interface {
 	Send(*decreev1.PutBlobsRequest) error
 }, token, sum, rel string, cur, next []byte) (int64, error) {
-	f, err := os.Open(filepath.Join(r.root, filepath.FromSlash(rel)))
+	f, err := fsutil.OpenFileNoFollow(filepath.Join(r.root, filepath.FromSlash(rel)))
 	if err != nil {
 		return 0, fmt.Errorf("replica upload: %w", err)
 	}

@@ -148,6 +148,11 @@ func newRoot(g *globals) *cobra.Command {
 		newRoutinesCmd(g),
 		newWorkersCmd(g),
 		newRoutineSyncCmd(g),
+		newPromptCmd(g),
+		newSkillCmd(g),
+		newCronCmd(g),
+		newDaemonCmd(g),
+		newTreeCmd(g),
 	)
 	return root
 }

@@ -192,7 +192,7 @@ func live(sock string) bool {
 }
 
 func dial(target string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), auth.MessageSizeDialOption())
 	if err != nil {
 		return nil, fmt.Errorf("connect to controller %s: %w", target, err)
 	}

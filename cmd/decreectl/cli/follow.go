@@ -39,8 +39,11 @@ func (g *globals) follow(ctx context.Context, c decreev1.ControllerServiceClient
 	}
 	var logs sync.WaitGroup
 	defer logs.Wait()
+	stopCountdown := func() {}
+	defer func() { stopCountdown() }()
 	for {
 		resp, err := stream.Recv()
+		stopCountdown()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return res, errors.New("the controller closed the event stream before the work finished")
@@ -71,6 +74,7 @@ func (g *globals) follow(ctx context.Context, c decreev1.ControllerServiceClient
 		if line := eventLine(ev); line != "" {
 			fmt.Fprintln(g.stderr, line)
 		}
+		stopCountdown = g.countdown(ev)
 		if spec.done(ev) {
 			return res, nil
 		}
@@ -110,6 +114,8 @@ func eventLine(ev *decreev1.Event) string {
 			return fmt.Sprintf("decree: %s attempt %d failed (exit %d): %s", id, ev.GetAttempt(), ev.GetExitCode(), t)
 		}
 		return fmt.Sprintf("decree: %s attempt %d failed (exit %d)", id, ev.GetAttempt(), ev.GetExitCode())
+	case decreev1.EventKind_EVENT_KIND_USAGE_LIMIT_WAIT:
+		return usageWaitLine(ev, clock())
 	case decreev1.EventKind_EVENT_KIND_MESSAGE_DONE:
 		return fmt.Sprintf("decree: %s done", id)
 	case decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD:

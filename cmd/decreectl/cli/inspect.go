@@ -5,6 +5,9 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/cobra"
@@ -32,8 +35,12 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return describe(err)
 			}
+			dead, err := s.client.GetDeadLetterStats(cmd.Context(), &decreev1.GetDeadLetterStatsRequest{})
+			if err != nil {
+				return describe(err)
+			}
 			if g.output == "json" {
-				return g.printJSON(st)
+				return g.printJSONWith(st, map[string]proto.Message{"deadLetters": dead})
 			}
 			running := "-"
 			if r := st.GetRunning(); r != nil {
@@ -44,6 +51,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
+			fmt.Fprintf(g.stdout, "dead        %s\n", deadLetterLine(dead, time.Now()))
+			printServeStatus(g.stdout, st, clock())
+			for _, p := range st.GetProblems() {
+				fmt.Fprintf(g.stdout, "problem     %s\n", p)
+			}
 			for _, m := range st.GetInterrupted() {
 				fmt.Fprintf(g.stdout, "interrupted %s (%s, attempt %d): partial changes in the tree; `decreectl process` resumes it, `decreectl cancel %s` reverts and drops it\n",
 					m.GetId(), m.GetName(), m.GetAttempts(), m.GetId())
@@ -61,7 +73,7 @@ func newRunsCmd(g *globals) *cobra.Command {
 		Short: "List runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
-			resp, err := s.client.ListRuns(cmd.Context(), &decreev1.ListRunsRequest{Chain: chain, Limit: limit})
+			resp, err := listRuns(cmd.Context(), s.client, chain, int(limit))
 			if err != nil {
 				return describe(err)
 			}
@@ -212,12 +224,15 @@ to .decree/inbox/dead/ with reason Cancelled; requeue it to run it again.`,
 }
 
 func newRoutinesCmd(g *globals) *cobra.Command {
-	var all bool
+	var all, check bool
 	cmd := &cobra.Command{
 		Use:   "routines",
 		Short: "List routines with their descriptions and parameters",
 		Args:  cobra.NoArgs,
 		RunE: withSession(g, func(cmd *cobra.Command, s *session, _ []string) error {
+			if check {
+				return g.checkRoutines(cmd.Context(), s)
+			}
 			resp, err := s.client.ListRoutines(cmd.Context(), &decreev1.ListRoutinesRequest{All: all})
 			if err != nil {
 				return describe(err)
@@ -225,7 +240,7 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.printJSON(resp)
 			}
-			w := g.table("NAME", "FORMAT", "ENABLED", "PARAMETERS", "DESCRIPTION")
+			w := g.table("NAME", "FORMAT", "DRIVER", "ENABLED", "PARAMETERS", "DESCRIPTION")
 			for _, r := range resp.GetRoutines() {
 				var params []string
 				for _, p := range r.GetParameters() {
@@ -250,12 +265,13 @@ func newRoutinesCmd(g *globals) *cobra.Command {
 				if r.GetShared() {
 					format += " (shared)"
 				}
-				row(w, r.GetName(), format, r.GetEnabled(), orDash(strings.Join(params, " ")), desc)
+				row(w, r.GetName(), format, orDash(r.GetDriver()), r.GetEnabled(), orDash(strings.Join(params, " ")), desc)
 			}
 			return w.Flush()
 		}),
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include disabled and deprecated routines")
+	cmd.Flags().BoolVar(&check, "check", false, "run every enabled routine's pre-check on a worker (DECREE_PRE_CHECK=true); exit 3 when one fails")
 	return cmd
 }
 

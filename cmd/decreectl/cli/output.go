@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -55,6 +56,12 @@ func describe(err error) error {
 	}
 	var b strings.Builder
 	b.WriteString(st.Message())
+	switch st.Code() {
+	case codes.Unauthenticated:
+		b.WriteString("\n  decreectl sends the token given with --token-file FILE, else $DECREE_TOKEN_FILE, else $DECREE_TOKEN")
+	case codes.PermissionDenied:
+		b.WriteString("\n  decreectl needs the controller's client token (its --client-token-file), not the worker token")
+	}
 	for _, d := range st.Details() {
 		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
 			for _, v := range pf.GetViolations() {

@@ -23,6 +23,11 @@ When a migration dead-letters, process stops and exits 1
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			g.process = !dryRun
+			if !dryRun {
+				if err := g.syncAtStart(); err != nil {
+					return err
+				}
+			}
 			s, err := g.connect(ctx)
 			if err != nil {
 				return err
@@ -31,6 +36,9 @@ When a migration dead-letters, process stops and exits 1
 			resp, err := s.client.ProcessMigrations(ctx, &decreev1.ProcessMigrationsRequest{DryRun: dryRun})
 			if err != nil {
 				return describe(err)
+			}
+			if dryRun {
+				return g.dryRunProcess(ctx, s, resp)
 			}
 			pending := 0
 			for _, m := range resp.GetMigrations() {
@@ -74,7 +82,7 @@ When a migration dead-letters, process stops and exits 1
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the migrations and what would run, change nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending migrations with their routine and its pre-check (PASS / FAIL: reason; exit 3 when one fails); change nothing")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not stream routine output")
 	return cmd
 }

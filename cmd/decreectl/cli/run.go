@@ -8,9 +8,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/decreehq/decree/pkg/interact"
-
+	"github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/interact"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/cobra"
 )
@@ -26,6 +26,11 @@ type runFlags struct {
 	vars   []string
 	quiet  bool
 }
+
+// maxBodyBytes is the largest message body decreectl sends: the message
+// size limit shared by every decree connection, less room for the
+// request's other fields.
+const maxBodyBytes = auth.MaxMessageBytes - 1<<20
 
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
@@ -89,10 +94,15 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 	body := []byte(f.prompt)
 	stdinTTY := g.stdinIsTerminal()
 	if f.prompt == "" && !stdinTTY {
-		body, err = io.ReadAll(cmd.InOrStdin())
+		// Read at most one byte more than a message may hold, so a huge
+		// input is refused without being read into memory.
+		body, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxBodyBytes+1))
 		if err != nil {
 			return fmt.Errorf("read the message body from standard input: %w", err)
 		}
+	}
+	if len(body) > maxBodyBytes {
+		return &exitError{code: 2, msg: fmt.Sprintf("the message body is over %d MiB, the most one message may carry; put the content in a file in the project and name it in the message (e.g. -v input_file=PATH)", maxBodyBytes>>20)}
 	}
 	interactive := f.prompt == "" && len(f.vars) == 0 && f.name == "" && stdinTTY
 	if g.controller == "" {

@@ -155,6 +155,9 @@ func (d *Driver) Start(ctx context.Context, cfg driver.TaskConfig) (driver.Handl
 		req.KillGrace = durationpb.New(cfg.KillGrace)
 	}
 	req.NotebookEngine = cfg.NotebookEngine
+	if cfg.Tree != nil {
+		req.Tree = cfg.Tree.Proto()
+	}
 	var lease *supervisor.Lease
 	if cfg.Fence != nil && cfg.Fence.Lease != nil {
 		lease = cfg.Fence.Lease

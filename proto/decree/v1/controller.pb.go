@@ -31,7 +31,15 @@ type SubmitMessageRequest struct {
 	// The message body.
 	Body []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
 	// Frontmatter fields, in order (routine, input_file, custom variables).
-	Fields        []*Field `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Keys are letters, digits, '_', '-' and '.', starting with a letter or
+	// '_' (at most 128 characters).
+	Fields []*Field `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	// Idempotency key (at most 128 printable ASCII characters), e.g. a UUID
+	// the client makes once per submission and reuses on retries. A repeated
+	// key returns the first result with replayed set, even across controller
+	// restarts; the same key with a different name, body or fields is
+	// ALREADY_EXISTS. Keys are kept for 7 days.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -87,13 +95,23 @@ func (x *SubmitMessageRequest) GetFields() []*Field {
 	return nil
 }
 
+func (x *SubmitMessageRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // SubmitMessageResponse names the queued message.
 type SubmitMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The message as queued.
+	// The message as queued: id, name, chain, seq, routine, fields. The body
+	// is never echoed (GetMessage returns it).
 	Message *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// Watch events from here to see everything this message causes.
 	EventSequence uint64 `protobuf:"varint,2,opt,name=event_sequence,json=eventSequence,proto3" json:"event_sequence,omitempty"`
+	// True when request_id was seen before and nothing new was queued.
+	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +160,256 @@ func (x *SubmitMessageResponse) GetEventSequence() uint64 {
 	return 0
 }
 
+func (x *SubmitMessageResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+// WatchMessageRequest names the message to follow.
+type WatchMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message id (as SubmitMessage returned it).
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Resume after the response that carried this cursor; empty starts from
+	// the message's first event.
+	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchMessageRequest) Reset() {
+	*x = WatchMessageRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchMessageRequest) ProtoMessage() {}
+
+func (x *WatchMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchMessageRequest.ProtoReflect.Descriptor instead.
+func (*WatchMessageRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WatchMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *WatchMessageRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+// MessageOutcome is how a message ended.
+type MessageOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message id.
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// MESSAGE_STATE_DONE or MESSAGE_STATE_DEAD.
+	State MessageState `protobuf:"varint,2,opt,name=state,proto3,enum=decree.v1.MessageState" json:"state,omitempty"`
+	// Why it was dead-lettered ("RetriesExhausted: ...", "Cancelled: ...");
+	// empty when done.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Attempts made.
+	Attempts      int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageOutcome) Reset() {
+	*x = MessageOutcome{}
+	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageOutcome) ProtoMessage() {}
+
+func (x *MessageOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageOutcome.ProtoReflect.Descriptor instead.
+func (*MessageOutcome) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MessageOutcome) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MessageOutcome) GetState() MessageState {
+	if x != nil {
+		return x.State
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+func (x *MessageOutcome) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MessageOutcome) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+// WatchMessageResponse is one step of a message's life.
+type WatchMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pass it to WatchMessage to resume after this response.
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// What happened.
+	//
+	// Types that are valid to be assigned to Item:
+	//
+	//	*WatchMessageResponse_Event
+	//	*WatchMessageResponse_Log
+	//	*WatchMessageResponse_Outcome
+	Item          isWatchMessageResponse_Item `protobuf_oneof:"item"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchMessageResponse) Reset() {
+	*x = WatchMessageResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchMessageResponse) ProtoMessage() {}
+
+func (x *WatchMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchMessageResponse.ProtoReflect.Descriptor instead.
+func (*WatchMessageResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WatchMessageResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchMessageResponse) GetItem() isWatchMessageResponse_Item {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *WatchMessageResponse) GetEvent() *Event {
+	if x != nil {
+		if x, ok := x.Item.(*WatchMessageResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *WatchMessageResponse) GetLog() *LogChunk {
+	if x != nil {
+		if x, ok := x.Item.(*WatchMessageResponse_Log); ok {
+			return x.Log
+		}
+	}
+	return nil
+}
+
+func (x *WatchMessageResponse) GetOutcome() *MessageOutcome {
+	if x != nil {
+		if x, ok := x.Item.(*WatchMessageResponse_Outcome); ok {
+			return x.Outcome
+		}
+	}
+	return nil
+}
+
+type isWatchMessageResponse_Item interface {
+	isWatchMessageResponse_Item()
+}
+
+type WatchMessageResponse_Event struct {
+	// An event about the message.
+	Event *Event `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
+}
+
+type WatchMessageResponse_Log struct {
+	// Routine output of the attempt announced by the last ATTEMPT_STARTED.
+	Log *LogChunk `protobuf:"bytes,3,opt,name=log,proto3,oneof"`
+}
+
+type WatchMessageResponse_Outcome struct {
+	// The end; the stream closes after it.
+	Outcome *MessageOutcome `protobuf:"bytes,4,opt,name=outcome,proto3,oneof"`
+}
+
+func (*WatchMessageResponse_Event) isWatchMessageResponse_Item() {}
+
+func (*WatchMessageResponse_Log) isWatchMessageResponse_Item() {}
+
+func (*WatchMessageResponse_Outcome) isWatchMessageResponse_Item() {}
+
 // ProcessMigrationsRequest starts (or previews) migration processing.
 type ProcessMigrationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -153,7 +421,7 @@ type ProcessMigrationsRequest struct {
 
 func (x *ProcessMigrationsRequest) Reset() {
 	*x = ProcessMigrationsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	mi := &file_decree_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +433,7 @@ func (x *ProcessMigrationsRequest) String() string {
 func (*ProcessMigrationsRequest) ProtoMessage() {}
 
 func (x *ProcessMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	mi := &file_decree_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +446,7 @@ func (x *ProcessMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*ProcessMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProcessMigrationsRequest) GetDryRun() bool {
@@ -201,7 +469,7 @@ type Migration struct {
 
 func (x *Migration) Reset() {
 	*x = Migration{}
-	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	mi := &file_decree_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +481,7 @@ func (x *Migration) String() string {
 func (*Migration) ProtoMessage() {}
 
 func (x *Migration) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	mi := &file_decree_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +494,7 @@ func (x *Migration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Migration.ProtoReflect.Descriptor instead.
 func (*Migration) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Migration) GetFile() string {
@@ -258,7 +526,7 @@ type ProcessMigrationsResponse struct {
 
 func (x *ProcessMigrationsResponse) Reset() {
 	*x = ProcessMigrationsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	mi := &file_decree_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +538,7 @@ func (x *ProcessMigrationsResponse) String() string {
 func (*ProcessMigrationsResponse) ProtoMessage() {}
 
 func (x *ProcessMigrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	mi := &file_decree_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +551,7 @@ func (x *ProcessMigrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessMigrationsResponse.ProtoReflect.Descriptor instead.
 func (*ProcessMigrationsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProcessMigrationsResponse) GetMigrations() []*Migration {
@@ -324,7 +592,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[5]
+	mi := &file_decree_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +604,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[5]
+	mi := &file_decree_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +617,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -391,7 +659,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[6]
+	mi := &file_decree_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +671,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[6]
+	mi := &file_decree_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +684,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchEventsResponse) GetEvent() *Event {
@@ -435,7 +703,8 @@ type WatchLogsRequest struct {
 	Attempt int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Stream name; empty means "routine".
 	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
-	// Byte offset to start from.
+	// Byte offset to start from; past the end of a finished log is
+	// OUT_OF_RANGE.
 	Offset uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Keep streaming until the attempt ends.
 	Follow        bool `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`
@@ -445,7 +714,7 @@ type WatchLogsRequest struct {
 
 func (x *WatchLogsRequest) Reset() {
 	*x = WatchLogsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[7]
+	mi := &file_decree_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +726,7 @@ func (x *WatchLogsRequest) String() string {
 func (*WatchLogsRequest) ProtoMessage() {}
 
 func (x *WatchLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[7]
+	mi := &file_decree_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +739,7 @@ func (x *WatchLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogsRequest.ProtoReflect.Descriptor instead.
 func (*WatchLogsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchLogsRequest) GetMessageId() string {
@@ -519,7 +788,7 @@ type WatchLogsResponse struct {
 
 func (x *WatchLogsResponse) Reset() {
 	*x = WatchLogsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[8]
+	mi := &file_decree_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +800,7 @@ func (x *WatchLogsResponse) String() string {
 func (*WatchLogsResponse) ProtoMessage() {}
 
 func (x *WatchLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[8]
+	mi := &file_decree_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +813,7 @@ func (x *WatchLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogsResponse.ProtoReflect.Descriptor instead.
 func (*WatchLogsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchLogsResponse) GetChunk() *LogChunk {
@@ -557,17 +826,22 @@ func (x *WatchLogsResponse) GetChunk() *LogChunk {
 // ListMessagesRequest filters messages.
 type ListMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only these states; empty means all.
+	// Only these states; empty means all. Unknown values (and UNSPECIFIED)
+	// are INVALID_ARGUMENT.
 	States []MessageState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=decree.v1.MessageState" json:"states,omitempty"`
 	// Only this chain.
-	Chain         string `protobuf:"bytes,2,opt,name=chain,proto3" json:"chain,omitempty"`
+	Chain string `protobuf:"bytes,2,opt,name=chain,proto3" json:"chain,omitempty"`
+	// At most this many per page (default 100, at most 1000).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[9]
+	mi := &file_decree_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +853,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[9]
+	mi := &file_decree_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +866,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -609,18 +883,35 @@ func (x *ListMessagesRequest) GetChain() string {
 	return ""
 }
 
-// ListMessagesResponse lists messages, oldest chain first.
+func (x *ListMessagesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMessagesResponse lists messages, oldest chain first and by seq within
+// a chain (messages without an id last, by name).
 type ListMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The messages.
-	Messages      []*MessageInfo `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// The messages, without bodies.
+	Messages []*MessageInfo `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Pass as page_token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[10]
+	mi := &file_decree_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +923,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[10]
+	mi := &file_decree_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +936,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
@@ -653,6 +944,13 @@ func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *ListMessagesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetMessageRequest names a message.
@@ -666,7 +964,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[11]
+	mi := &file_decree_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +976,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[11]
+	mi := &file_decree_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +989,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetMessageRequest) GetId() string {
@@ -704,15 +1002,17 @@ func (x *GetMessageRequest) GetId() string {
 // GetMessageResponse carries the message.
 type GetMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The message, with its body.
-	Message       *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The message.
+	Message *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The message body, byte for byte.
+	Body          []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[12]
+	mi := &file_decree_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +1024,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[12]
+	mi := &file_decree_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +1037,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetMessageResponse) GetMessage() *MessageInfo {
@@ -747,20 +1047,29 @@ func (x *GetMessageResponse) GetMessage() *MessageInfo {
 	return nil
 }
 
+func (x *GetMessageResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 // ListRunsRequest filters runs.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this chain.
 	Chain string `protobuf:"bytes,1,opt,name=chain,proto3" json:"chain,omitempty"`
-	// At most this many; 0 means all.
-	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// At most this many per page (default 100, at most 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[13]
+	mi := &file_decree_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +1081,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[13]
+	mi := &file_decree_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +1094,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListRunsRequest) GetChain() string {
@@ -795,25 +1104,34 @@ func (x *ListRunsRequest) GetChain() string {
 	return ""
 }
 
-func (x *ListRunsRequest) GetLimit() int32 {
+func (x *ListRunsRequest) GetPageSize() int32 {
 	if x != nil {
-		return x.Limit
+		return x.PageSize
 	}
 	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 // ListRunsResponse lists runs, newest first.
 type ListRunsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The runs.
-	Runs          []*RunInfo `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	Runs []*RunInfo `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Pass as page_token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[14]
+	mi := &file_decree_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1143,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[14]
+	mi := &file_decree_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1156,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunInfo {
@@ -846,6 +1164,13 @@ func (x *ListRunsResponse) GetRuns() []*RunInfo {
 		return x.Runs
 	}
 	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GetRunRequest names a run.
@@ -859,7 +1184,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[15]
+	mi := &file_decree_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1196,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[15]
+	mi := &file_decree_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1209,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -905,7 +1230,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[16]
+	mi := &file_decree_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1242,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[16]
+	mi := &file_decree_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1255,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetRunResponse) GetRun() *RunInfo {
@@ -947,7 +1272,7 @@ type GetArtifactRequest struct {
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// File name inside the run directory.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Byte offset to start from.
+	// Byte offset to start from; past the end of the file is OUT_OF_RANGE.
 	Offset        uint64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -955,7 +1280,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[17]
+	mi := &file_decree_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1292,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[17]
+	mi := &file_decree_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1305,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetArtifactRequest) GetMessageId() string {
@@ -1019,7 +1344,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1356,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1369,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetArtifactResponse) GetOffset() uint64 {
@@ -1079,7 +1404,7 @@ type ListRoutinesRequest struct {
 
 func (x *ListRoutinesRequest) Reset() {
 	*x = ListRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1416,7 @@ func (x *ListRoutinesRequest) String() string {
 func (*ListRoutinesRequest) ProtoMessage() {}
 
 func (x *ListRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1429,7 @@ func (x *ListRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListRoutinesRequest) GetAll() bool {
@@ -1128,7 +1453,7 @@ type ListRoutinesResponse struct {
 
 func (x *ListRoutinesResponse) Reset() {
 	*x = ListRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[20]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1465,7 @@ func (x *ListRoutinesResponse) String() string {
 func (*ListRoutinesResponse) ProtoMessage() {}
 
 func (x *ListRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[20]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1478,7 @@ func (x *ListRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*ListRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListRoutinesResponse) GetRoutines() []*RoutineInfo {
@@ -1179,7 +1504,7 @@ type SyncRoutinesRequest struct {
 
 func (x *SyncRoutinesRequest) Reset() {
 	*x = SyncRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1516,7 @@ func (x *SyncRoutinesRequest) String() string {
 func (*SyncRoutinesRequest) ProtoMessage() {}
 
 func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1529,7 @@ func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*SyncRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 // SyncRoutinesResponse says what the sync changed; all lists are sorted and
@@ -1227,7 +1552,7 @@ type SyncRoutinesResponse struct {
 
 func (x *SyncRoutinesResponse) Reset() {
 	*x = SyncRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1564,7 @@ func (x *SyncRoutinesResponse) String() string {
 func (*SyncRoutinesResponse) ProtoMessage() {}
 
 func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1577,7 @@ func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*SyncRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SyncRoutinesResponse) GetAdded() []string {
@@ -1294,7 +1619,7 @@ type RequeueMessageRequest struct {
 
 func (x *RequeueMessageRequest) Reset() {
 	*x = RequeueMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1631,7 @@ func (x *RequeueMessageRequest) String() string {
 func (*RequeueMessageRequest) ProtoMessage() {}
 
 func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1644,7 @@ func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageRequest.ProtoReflect.Descriptor instead.
 func (*RequeueMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RequeueMessageRequest) GetId() string {
@@ -1340,7 +1665,7 @@ type RequeueMessageResponse struct {
 
 func (x *RequeueMessageResponse) Reset() {
 	*x = RequeueMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1677,7 @@ func (x *RequeueMessageResponse) String() string {
 func (*RequeueMessageResponse) ProtoMessage() {}
 
 func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1690,7 @@ func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageResponse.ProtoReflect.Descriptor instead.
 func (*RequeueMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RequeueMessageResponse) GetMessage() *MessageInfo {
@@ -1388,7 +1713,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1725,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1738,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelMessageRequest) GetId() string {
@@ -1433,7 +1758,7 @@ func (x *CancelMessageRequest) GetReason() string {
 // CancelMessageResponse carries the cancelled message.
 type CancelMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The message, now dead-lettered.
+	// The message, now dead-lettered (its routine no longer runs).
 	Message       *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1441,7 +1766,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1778,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1791,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelMessageResponse) GetMessage() *MessageInfo {
@@ -1487,7 +1812,7 @@ type RevertMessageRequest struct {
 
 func (x *RevertMessageRequest) Reset() {
 	*x = RevertMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1824,7 @@ func (x *RevertMessageRequest) String() string {
 func (*RevertMessageRequest) ProtoMessage() {}
 
 func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1837,7 @@ func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageRequest.ProtoReflect.Descriptor instead.
 func (*RevertMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RevertMessageRequest) GetId() string {
@@ -1533,7 +1858,7 @@ type RevertMessageResponse struct {
 
 func (x *RevertMessageResponse) Reset() {
 	*x = RevertMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1870,7 @@ func (x *RevertMessageResponse) String() string {
 func (*RevertMessageResponse) ProtoMessage() {}
 
 func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1883,7 @@ func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageResponse.ProtoReflect.Descriptor instead.
 func (*RevertMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RevertMessageResponse) GetPaths() []string {
@@ -1577,7 +1902,7 @@ type ListCronEntriesRequest struct {
 
 func (x *ListCronEntriesRequest) Reset() {
 	*x = ListCronEntriesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1914,7 @@ func (x *ListCronEntriesRequest) String() string {
 func (*ListCronEntriesRequest) ProtoMessage() {}
 
 func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1927,7 @@ func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 // CronEntry is one file of .decree/cron/.
@@ -1621,14 +1946,16 @@ type CronEntry struct {
 	// Next time it fires.
 	NextRun *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_run,json=nextRun,proto3" json:"next_run,omitempty"`
 	// Why the entry is not scheduled, if it is broken.
-	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// The file says catch_up: true (one missed fire runs after downtime).
+	CatchUp       bool `protobuf:"varint,8,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1967,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1980,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CronEntry) GetFile() string {
@@ -1705,6 +2032,13 @@ func (x *CronEntry) GetError() string {
 	return ""
 }
 
+func (x *CronEntry) GetCatchUp() bool {
+	if x != nil {
+		return x.CatchUp
+	}
+	return false
+}
+
 // ListCronEntriesResponse lists cron entries by file name.
 type ListCronEntriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1716,7 +2050,7 @@ type ListCronEntriesResponse struct {
 
 func (x *ListCronEntriesResponse) Reset() {
 	*x = ListCronEntriesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +2062,7 @@ func (x *ListCronEntriesResponse) String() string {
 func (*ListCronEntriesResponse) ProtoMessage() {}
 
 func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +2075,7 @@ func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListCronEntriesResponse) GetEntries() []*CronEntry {
@@ -1760,7 +2094,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2106,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2119,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 // WorkerInfo describes a worker.
@@ -1815,7 +2149,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2161,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2174,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1917,7 +2251,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2263,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2276,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1961,7 +2295,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2307,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2320,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 // GetStatusResponse summarises the project.
@@ -2010,16 +2344,25 @@ type GetStatusResponse struct {
 	WorkersConnected int32 `protobuf:"varint,8,opt,name=workers_connected,json=workersConnected,proto3" json:"workers_connected,omitempty"`
 	// Controller version.
 	Version string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	// A daemon serves the project: it processes the inbox as messages arrive
+	// and fires .decree/cron/ (decreectl daemon, decree-controller).
+	Daemon bool `protobuf:"varint,10,opt,name=daemon,proto3" json:"daemon,omitempty"`
+	// Set while the running message waits for an AI tool's usage limit to
+	// reset.
+	UsageLimitWait *UsageLimitWait `protobuf:"bytes,11,opt,name=usage_limit_wait,json=usageLimitWait,proto3" json:"usage_limit_wait,omitempty"`
+	// Conditions holding processing up, each a sentence for people (a full
+	// disk, for one); empty when nothing does.
+	Problems []string `protobuf:"bytes,12,rep,name=problems,proto3" json:"problems,omitempty"`
 	// Queued messages whose last attempt was interrupted (Attempts is its
 	// number), oldest first.
-	Interrupted   []*MessageInfo `protobuf:"bytes,10,rep,name=interrupted,proto3" json:"interrupted,omitempty"`
+	Interrupted   []*MessageInfo `protobuf:"bytes,13,rep,name=interrupted,proto3" json:"interrupted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2374,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2387,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetStatusResponse) GetProjectDir() string {
@@ -2110,9 +2453,328 @@ func (x *GetStatusResponse) GetVersion() string {
 	return ""
 }
 
+func (x *GetStatusResponse) GetDaemon() bool {
+	if x != nil {
+		return x.Daemon
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetUsageLimitWait() *UsageLimitWait {
+	if x != nil {
+		return x.UsageLimitWait
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
 func (x *GetStatusResponse) GetInterrupted() []*MessageInfo {
 	if x != nil {
 		return x.Interrupted
+	}
+	return nil
+}
+
+// CheckRoutinesRequest says which pre-checks to run. The selections add up;
+// a routine named twice is checked once per target.
+type CheckRoutinesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Routines to check, by name.
+	Routines []string `protobuf:"bytes,1,rep,name=routines,proto3" json:"routines,omitempty"`
+	// Check every enabled routine of the registry.
+	AllEnabled bool `protobuf:"varint,2,opt,name=all_enabled,json=allEnabled,proto3" json:"all_enabled,omitempty"`
+	// Check each pending migration with the routine it would run: its spec's
+	// routine field, else default_routine (the router AI is not asked).
+	PendingMigrations bool `protobuf:"varint,3,opt,name=pending_migrations,json=pendingMigrations,proto3" json:"pending_migrations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CheckRoutinesRequest) Reset() {
+	*x = CheckRoutinesRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRoutinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRoutinesRequest) ProtoMessage() {}
+
+func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
+func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CheckRoutinesRequest) GetRoutines() []string {
+	if x != nil {
+		return x.Routines
+	}
+	return nil
+}
+
+func (x *CheckRoutinesRequest) GetAllEnabled() bool {
+	if x != nil {
+		return x.AllEnabled
+	}
+	return false
+}
+
+func (x *CheckRoutinesRequest) GetPendingMigrations() bool {
+	if x != nil {
+		return x.PendingMigrations
+	}
+	return false
+}
+
+// PreCheckResult is the outcome of one pre-check.
+type PreCheckResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The routine checked.
+	Routine string `protobuf:"bytes,1,opt,name=routine,proto3" json:"routine,omitempty"`
+	// The migration file (relative to the migrations directory) it was
+	// checked for, when checking pending migrations.
+	Migration string `protobuf:"bytes,2,opt,name=migration,proto3" json:"migration,omitempty"`
+	// The pre-check exited 0.
+	Ready bool `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Why it is not ready: the pre-check's output, or why it could not run.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The pre-check's exit code (-1 when it could not run).
+	ExitCode int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// The routine has no pre-check (its file never mentions
+	// DECREE_PRE_CHECK), so nothing ran and it counts as ready.
+	NoPreCheck    bool `protobuf:"varint,6,opt,name=no_pre_check,json=noPreCheck,proto3" json:"no_pre_check,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreCheckResult) Reset() {
+	*x = PreCheckResult{}
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreCheckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreCheckResult) ProtoMessage() {}
+
+func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
+func (*PreCheckResult) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PreCheckResult) GetRoutine() string {
+	if x != nil {
+		return x.Routine
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetMigration() string {
+	if x != nil {
+		return x.Migration
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *PreCheckResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PreCheckResult) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *PreCheckResult) GetNoPreCheck() bool {
+	if x != nil {
+		return x.NoPreCheck
+	}
+	return false
+}
+
+// CheckRoutinesResponse lists the results in request order: named routines,
+// then enabled ones by name, then migrations in processing order.
+type CheckRoutinesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per target.
+	Results       []*PreCheckResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRoutinesResponse) Reset() {
+	*x = CheckRoutinesResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRoutinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRoutinesResponse) ProtoMessage() {}
+
+func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
+func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// GetDeadLetterStatsRequest has no fields.
+type GetDeadLetterStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterStatsRequest) Reset() {
+	*x = GetDeadLetterStatsRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterStatsRequest) ProtoMessage() {}
+
+func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{43}
+}
+
+// GetDeadLetterStatsResponse summarises inbox/dead/.
+type GetDeadLetterStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages in inbox/dead/.
+	Count int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// When the oldest of them was dead-lettered (unset when there is none).
+	OldestTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=oldest_time,json=oldestTime,proto3" json:"oldest_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeadLetterStatsResponse) Reset() {
+	*x = GetDeadLetterStatsResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeadLetterStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeadLetterStatsResponse) ProtoMessage() {}
+
+func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GetDeadLetterStatsResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *GetDeadLetterStatsResponse) GetOldestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestTime
 	}
 	return nil
 }
@@ -2121,14 +2783,33 @@ var File_decree_v1_controller_proto protoreflect.FileDescriptor
 
 const file_decree_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1adecree/v1/controller.proto\x12\tdecree.v1\x1a\x15decree/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"\x1adecree/v1/controller.proto\x12\tdecree.v1\x1a\x15decree/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x01\n" +
 	"\x14SubmitMessageRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12(\n" +
-	"\x06fields\x18\x03 \x03(\v2\x10.decree.v1.FieldR\x06fields\"p\n" +
+	"\x06fields\x18\x03 \x03(\v2\x10.decree.v1.FieldR\x06fields\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x8c\x01\n" +
 	"\x15SubmitMessageResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\x12%\n" +
-	"\x0eevent_sequence\x18\x02 \x01(\x04R\reventSequence\"3\n" +
+	"\x0eevent_sequence\x18\x02 \x01(\x04R\reventSequence\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"L\n" +
+	"\x13WatchMessageRequest\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\"\x92\x01\n" +
+	"\x0eMessageOutcome\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12-\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x17.decree.v1.MessageStateR\x05state\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\"\xc0\x01\n" +
+	"\x14WatchMessageResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12(\n" +
+	"\x05event\x18\x02 \x01(\v2\x10.decree.v1.EventH\x00R\x05event\x12'\n" +
+	"\x03log\x18\x03 \x01(\v2\x13.decree.v1.LogChunkH\x00R\x03log\x125\n" +
+	"\aoutcome\x18\x04 \x01(\v2\x19.decree.v1.MessageOutcomeH\x00R\aoutcomeB\x06\n" +
+	"\x04item\"3\n" +
 	"\x18ProcessMigrationsRequest\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"=\n" +
 	"\tMigration\x12\x12\n" +
@@ -2155,21 +2836,29 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x16\n" +
 	"\x06follow\x18\x05 \x01(\bR\x06follow\">\n" +
 	"\x11WatchLogsResponse\x12)\n" +
-	"\x05chunk\x18\x01 \x01(\v2\x13.decree.v1.LogChunkR\x05chunk\"\\\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x13.decree.v1.LogChunkR\x05chunk\"\x98\x01\n" +
 	"\x13ListMessagesRequest\x12/\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x17.decree.v1.MessageStateR\x06states\x12\x14\n" +
-	"\x05chain\x18\x02 \x01(\tR\x05chain\"J\n" +
+	"\x05chain\x18\x02 \x01(\tR\x05chain\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"r\n" +
 	"\x14ListMessagesResponse\x122\n" +
-	"\bmessages\x18\x01 \x03(\v2\x16.decree.v1.MessageInfoR\bmessages\"#\n" +
+	"\bmessages\x18\x01 \x03(\v2\x16.decree.v1.MessageInfoR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"#\n" +
 	"\x11GetMessageRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"Z\n" +
 	"\x12GetMessageResponse\x120\n" +
-	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\"=\n" +
+	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\"c\n" +
 	"\x0fListRunsRequest\x12\x14\n" +
-	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\":\n" +
+	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"b\n" +
 	"\x10ListRunsResponse\x12&\n" +
-	"\x04runs\x18\x01 \x03(\v2\x12.decree.v1.RunInfoR\x04runs\"\x1f\n" +
+	"\x04runs\x18\x01 \x03(\v2\x12.decree.v1.RunInfoR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x1f\n" +
 	"\rGetRunRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"6\n" +
 	"\x0eGetRunResponse\x12$\n" +
@@ -2209,7 +2898,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"-\n" +
 	"\x15RevertMessageResponse\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"\x18\n" +
-	"\x16ListCronEntriesRequest\"\xf6\x01\n" +
+	"\x16ListCronEntriesRequest\"\x91\x02\n" +
 	"\tCronEntry\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x1a\n" +
 	"\bschedule\x18\x02 \x01(\tR\bschedule\x12\x18\n" +
@@ -2217,7 +2906,8 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\ttime_zone\x18\x04 \x01(\tR\btimeZone\x125\n" +
 	"\blast_run\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\alastRun\x125\n" +
 	"\bnext_run\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\anextRun\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error\"I\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x19\n" +
+	"\bcatch_up\x18\b \x01(\bR\acatchUp\"I\n" +
 	"\x17ListCronEntriesResponse\x12.\n" +
 	"\aentries\x18\x01 \x03(\v2\x14.decree.v1.CronEntryR\aentries\"\x14\n" +
 	"\x12ListWorkersRequest\"\x90\x03\n" +
@@ -2237,7 +2927,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\x89\x03\n" +
+	"\x10GetStatusRequest\"\x82\x04\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -2248,12 +2938,35 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x14migrations_processed\x18\x06 \x01(\x05R\x13migrationsProcessed\x12-\n" +
 	"\x12migrations_pending\x18\a \x01(\x05R\x11migrationsPending\x12+\n" +
 	"\x11workers_connected\x18\b \x01(\x05R\x10workersConnected\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion\x128\n" +
-	"\vinterrupted\x18\n" +
-	" \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted2\xe2\n" +
-	"\n" +
+	"\aversion\x18\t \x01(\tR\aversion\x12\x16\n" +
+	"\x06daemon\x18\n" +
+	" \x01(\bR\x06daemon\x12C\n" +
+	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait\x12\x1a\n" +
+	"\bproblems\x18\f \x03(\tR\bproblems\x128\n" +
+	"\vinterrupted\x18\r \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted\"\x82\x01\n" +
+	"\x14CheckRoutinesRequest\x12\x1a\n" +
+	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
+	"\vall_enabled\x18\x02 \x01(\bR\n" +
+	"allEnabled\x12-\n" +
+	"\x12pending_migrations\x18\x03 \x01(\bR\x11pendingMigrations\"\xb5\x01\n" +
+	"\x0ePreCheckResult\x12\x18\n" +
+	"\aroutine\x18\x01 \x01(\tR\aroutine\x12\x1c\n" +
+	"\tmigration\x18\x02 \x01(\tR\tmigration\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12 \n" +
+	"\fno_pre_check\x18\x06 \x01(\bR\n" +
+	"noPreCheck\"L\n" +
+	"\x15CheckRoutinesResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.decree.v1.PreCheckResultR\aresults\"\x1b\n" +
+	"\x19GetDeadLetterStatsRequest\"o\n" +
+	"\x1aGetDeadLetterStatsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12;\n" +
+	"\voldest_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"oldestTime2\xec\f\n" +
 	"\x11ControllerService\x12R\n" +
-	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12^\n" +
+	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12Q\n" +
+	"\fWatchMessage\x12\x1e.decree.v1.WatchMessageRequest\x1a\x1f.decree.v1.WatchMessageResponse0\x01\x12^\n" +
 	"\x11ProcessMigrations\x12#.decree.v1.ProcessMigrationsRequest\x1a$.decree.v1.ProcessMigrationsResponse\x12N\n" +
 	"\vWatchEvents\x12\x1d.decree.v1.WatchEventsRequest\x1a\x1e.decree.v1.WatchEventsResponse0\x01\x12H\n" +
 	"\tWatchLogs\x12\x1b.decree.v1.WatchLogsRequest\x1a\x1c.decree.v1.WatchLogsResponse0\x01\x12O\n" +
@@ -2270,7 +2983,9 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\rRevertMessage\x12\x1f.decree.v1.RevertMessageRequest\x1a .decree.v1.RevertMessageResponse\x12X\n" +
 	"\x0fListCronEntries\x12!.decree.v1.ListCronEntriesRequest\x1a\".decree.v1.ListCronEntriesResponse\x12L\n" +
 	"\vListWorkers\x12\x1d.decree.v1.ListWorkersRequest\x1a\x1e.decree.v1.ListWorkersResponse\x12F\n" +
-	"\tGetStatus\x12\x1b.decree.v1.GetStatusRequest\x1a\x1c.decree.v1.GetStatusResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
+	"\tGetStatus\x12\x1b.decree.v1.GetStatusRequest\x1a\x1c.decree.v1.GetStatusResponse\x12R\n" +
+	"\rCheckRoutines\x12\x1f.decree.v1.CheckRoutinesRequest\x1a .decree.v1.CheckRoutinesResponse\x12a\n" +
+	"\x12GetDeadLetterStats\x12$.decree.v1.GetDeadLetterStatsRequest\x1a%.decree.v1.GetDeadLetterStatsResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
 
 var (
 	file_decree_v1_controller_proto_rawDescOnce sync.Once
@@ -2284,116 +2999,138 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_decree_v1_controller_proto_goTypes = []any{
-	(*SubmitMessageRequest)(nil),      // 0: decree.v1.SubmitMessageRequest
-	(*SubmitMessageResponse)(nil),     // 1: decree.v1.SubmitMessageResponse
-	(*ProcessMigrationsRequest)(nil),  // 2: decree.v1.ProcessMigrationsRequest
-	(*Migration)(nil),                 // 3: decree.v1.Migration
-	(*ProcessMigrationsResponse)(nil), // 4: decree.v1.ProcessMigrationsResponse
-	(*WatchEventsRequest)(nil),        // 5: decree.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 6: decree.v1.WatchEventsResponse
-	(*WatchLogsRequest)(nil),          // 7: decree.v1.WatchLogsRequest
-	(*WatchLogsResponse)(nil),         // 8: decree.v1.WatchLogsResponse
-	(*ListMessagesRequest)(nil),       // 9: decree.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),      // 10: decree.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),         // 11: decree.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),        // 12: decree.v1.GetMessageResponse
-	(*ListRunsRequest)(nil),           // 13: decree.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),          // 14: decree.v1.ListRunsResponse
-	(*GetRunRequest)(nil),             // 15: decree.v1.GetRunRequest
-	(*GetRunResponse)(nil),            // 16: decree.v1.GetRunResponse
-	(*GetArtifactRequest)(nil),        // 17: decree.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),       // 18: decree.v1.GetArtifactResponse
-	(*ListRoutinesRequest)(nil),       // 19: decree.v1.ListRoutinesRequest
-	(*ListRoutinesResponse)(nil),      // 20: decree.v1.ListRoutinesResponse
-	(*SyncRoutinesRequest)(nil),       // 21: decree.v1.SyncRoutinesRequest
-	(*SyncRoutinesResponse)(nil),      // 22: decree.v1.SyncRoutinesResponse
-	(*RequeueMessageRequest)(nil),     // 23: decree.v1.RequeueMessageRequest
-	(*RequeueMessageResponse)(nil),    // 24: decree.v1.RequeueMessageResponse
-	(*CancelMessageRequest)(nil),      // 25: decree.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),     // 26: decree.v1.CancelMessageResponse
-	(*RevertMessageRequest)(nil),      // 27: decree.v1.RevertMessageRequest
-	(*RevertMessageResponse)(nil),     // 28: decree.v1.RevertMessageResponse
-	(*ListCronEntriesRequest)(nil),    // 29: decree.v1.ListCronEntriesRequest
-	(*CronEntry)(nil),                 // 30: decree.v1.CronEntry
-	(*ListCronEntriesResponse)(nil),   // 31: decree.v1.ListCronEntriesResponse
-	(*ListWorkersRequest)(nil),        // 32: decree.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                // 33: decree.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),       // 34: decree.v1.ListWorkersResponse
-	(*GetStatusRequest)(nil),          // 35: decree.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),         // 36: decree.v1.GetStatusResponse
-	nil,                               // 37: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                     // 38: decree.v1.Field
-	(*MessageInfo)(nil),               // 39: decree.v1.MessageInfo
-	(*Event)(nil),                     // 40: decree.v1.Event
-	(*LogChunk)(nil),                  // 41: decree.v1.LogChunk
-	(MessageState)(0),                 // 42: decree.v1.MessageState
-	(*RunInfo)(nil),                   // 43: decree.v1.RunInfo
-	(*RoutineInfo)(nil),               // 44: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
+	(*SubmitMessageRequest)(nil),       // 0: decree.v1.SubmitMessageRequest
+	(*SubmitMessageResponse)(nil),      // 1: decree.v1.SubmitMessageResponse
+	(*WatchMessageRequest)(nil),        // 2: decree.v1.WatchMessageRequest
+	(*MessageOutcome)(nil),             // 3: decree.v1.MessageOutcome
+	(*WatchMessageResponse)(nil),       // 4: decree.v1.WatchMessageResponse
+	(*ProcessMigrationsRequest)(nil),   // 5: decree.v1.ProcessMigrationsRequest
+	(*Migration)(nil),                  // 6: decree.v1.Migration
+	(*ProcessMigrationsResponse)(nil),  // 7: decree.v1.ProcessMigrationsResponse
+	(*WatchEventsRequest)(nil),         // 8: decree.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),        // 9: decree.v1.WatchEventsResponse
+	(*WatchLogsRequest)(nil),           // 10: decree.v1.WatchLogsRequest
+	(*WatchLogsResponse)(nil),          // 11: decree.v1.WatchLogsResponse
+	(*ListMessagesRequest)(nil),        // 12: decree.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 13: decree.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),          // 14: decree.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),         // 15: decree.v1.GetMessageResponse
+	(*ListRunsRequest)(nil),            // 16: decree.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),           // 17: decree.v1.ListRunsResponse
+	(*GetRunRequest)(nil),              // 18: decree.v1.GetRunRequest
+	(*GetRunResponse)(nil),             // 19: decree.v1.GetRunResponse
+	(*GetArtifactRequest)(nil),         // 20: decree.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),        // 21: decree.v1.GetArtifactResponse
+	(*ListRoutinesRequest)(nil),        // 22: decree.v1.ListRoutinesRequest
+	(*ListRoutinesResponse)(nil),       // 23: decree.v1.ListRoutinesResponse
+	(*SyncRoutinesRequest)(nil),        // 24: decree.v1.SyncRoutinesRequest
+	(*SyncRoutinesResponse)(nil),       // 25: decree.v1.SyncRoutinesResponse
+	(*RequeueMessageRequest)(nil),      // 26: decree.v1.RequeueMessageRequest
+	(*RequeueMessageResponse)(nil),     // 27: decree.v1.RequeueMessageResponse
+	(*CancelMessageRequest)(nil),       // 28: decree.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),      // 29: decree.v1.CancelMessageResponse
+	(*RevertMessageRequest)(nil),       // 30: decree.v1.RevertMessageRequest
+	(*RevertMessageResponse)(nil),      // 31: decree.v1.RevertMessageResponse
+	(*ListCronEntriesRequest)(nil),     // 32: decree.v1.ListCronEntriesRequest
+	(*CronEntry)(nil),                  // 33: decree.v1.CronEntry
+	(*ListCronEntriesResponse)(nil),    // 34: decree.v1.ListCronEntriesResponse
+	(*ListWorkersRequest)(nil),         // 35: decree.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                 // 36: decree.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),        // 37: decree.v1.ListWorkersResponse
+	(*GetStatusRequest)(nil),           // 38: decree.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),          // 39: decree.v1.GetStatusResponse
+	(*CheckRoutinesRequest)(nil),       // 40: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),             // 41: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),      // 42: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),  // 43: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil), // 44: decree.v1.GetDeadLetterStatsResponse
+	nil,                                // 45: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                      // 46: decree.v1.Field
+	(*MessageInfo)(nil),                // 47: decree.v1.MessageInfo
+	(MessageState)(0),                  // 48: decree.v1.MessageState
+	(*Event)(nil),                      // 49: decree.v1.Event
+	(*LogChunk)(nil),                   // 50: decree.v1.LogChunk
+	(*RunInfo)(nil),                    // 51: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                // 52: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),      // 53: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),             // 54: decree.v1.UsageLimitWait
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	38, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	39, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
-	3,  // 2: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	40, // 3: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	41, // 4: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	42, // 5: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	39, // 6: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	39, // 7: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	43, // 8: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	43, // 9: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	44, // 10: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	39, // 11: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	39, // 12: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	45, // 13: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	45, // 14: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
-	30, // 15: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	37, // 16: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	45, // 17: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	33, // 18: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	39, // 19: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	39, // 20: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
-	0,  // 21: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 22: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	5,  // 23: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	7,  // 24: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	9,  // 25: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	11, // 26: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	13, // 27: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	15, // 28: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	17, // 29: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	19, // 30: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	21, // 31: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	23, // 32: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	25, // 33: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	27, // 34: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	29, // 35: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	32, // 36: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	35, // 37: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	1,  // 38: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 39: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	6,  // 40: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	8,  // 41: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	10, // 42: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	12, // 43: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	14, // 44: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	16, // 45: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	18, // 46: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	20, // 47: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	22, // 48: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	24, // 49: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	26, // 50: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	28, // 51: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	31, // 52: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	34, // 53: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	36, // 54: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	38, // [38:55] is the sub-list for method output_type
-	21, // [21:38] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	46, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	47, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	48, // 2: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
+	49, // 3: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	50, // 4: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	3,  // 5: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
+	6,  // 6: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
+	49, // 7: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	50, // 8: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	48, // 9: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	47, // 10: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	47, // 11: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	51, // 12: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	51, // 13: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	52, // 14: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	47, // 15: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	47, // 16: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	53, // 17: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	53, // 18: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	33, // 19: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
+	45, // 20: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	53, // 21: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	36, // 22: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
+	47, // 23: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	54, // 24: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	47, // 25: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
+	41, // 26: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	53, // 27: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 28: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 29: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	5,  // 30: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	8,  // 31: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	10, // 32: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	12, // 33: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	14, // 34: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	16, // 35: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	18, // 36: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	20, // 37: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	22, // 38: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	24, // 39: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	26, // 40: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	28, // 41: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	30, // 42: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	32, // 43: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	35, // 44: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	38, // 45: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	40, // 46: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	43, // 47: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 48: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 49: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	7,  // 50: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	9,  // 51: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	11, // 52: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	13, // 53: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	15, // 54: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	17, // 55: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	19, // 56: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	21, // 57: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	23, // 58: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	25, // 59: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	27, // 60: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	29, // 61: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	31, // 62: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	34, // 63: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	37, // 64: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	39, // 65: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	42, // 66: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	44, // 67: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	48, // [48:68] is the sub-list for method output_type
+	28, // [28:48] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -2402,13 +3139,18 @@ func file_decree_v1_controller_proto_init() {
 		return
 	}
 	file_decree_v1_types_proto_init()
+	file_decree_v1_controller_proto_msgTypes[4].OneofWrappers = []any{
+		(*WatchMessageResponse_Event)(nil),
+		(*WatchMessageResponse_Log)(nil),
+		(*WatchMessageResponse_Outcome)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,23 +19,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_SubmitMessage_FullMethodName     = "/decree.v1.ControllerService/SubmitMessage"
-	ControllerService_ProcessMigrations_FullMethodName = "/decree.v1.ControllerService/ProcessMigrations"
-	ControllerService_WatchEvents_FullMethodName       = "/decree.v1.ControllerService/WatchEvents"
-	ControllerService_WatchLogs_FullMethodName         = "/decree.v1.ControllerService/WatchLogs"
-	ControllerService_ListMessages_FullMethodName      = "/decree.v1.ControllerService/ListMessages"
-	ControllerService_GetMessage_FullMethodName        = "/decree.v1.ControllerService/GetMessage"
-	ControllerService_ListRuns_FullMethodName          = "/decree.v1.ControllerService/ListRuns"
-	ControllerService_GetRun_FullMethodName            = "/decree.v1.ControllerService/GetRun"
-	ControllerService_GetArtifact_FullMethodName       = "/decree.v1.ControllerService/GetArtifact"
-	ControllerService_ListRoutines_FullMethodName      = "/decree.v1.ControllerService/ListRoutines"
-	ControllerService_SyncRoutines_FullMethodName      = "/decree.v1.ControllerService/SyncRoutines"
-	ControllerService_RequeueMessage_FullMethodName    = "/decree.v1.ControllerService/RequeueMessage"
-	ControllerService_CancelMessage_FullMethodName     = "/decree.v1.ControllerService/CancelMessage"
-	ControllerService_RevertMessage_FullMethodName     = "/decree.v1.ControllerService/RevertMessage"
-	ControllerService_ListCronEntries_FullMethodName   = "/decree.v1.ControllerService/ListCronEntries"
-	ControllerService_ListWorkers_FullMethodName       = "/decree.v1.ControllerService/ListWorkers"
-	ControllerService_GetStatus_FullMethodName         = "/decree.v1.ControllerService/GetStatus"
+	ControllerService_SubmitMessage_FullMethodName      = "/decree.v1.ControllerService/SubmitMessage"
+	ControllerService_WatchMessage_FullMethodName       = "/decree.v1.ControllerService/WatchMessage"
+	ControllerService_ProcessMigrations_FullMethodName  = "/decree.v1.ControllerService/ProcessMigrations"
+	ControllerService_WatchEvents_FullMethodName        = "/decree.v1.ControllerService/WatchEvents"
+	ControllerService_WatchLogs_FullMethodName          = "/decree.v1.ControllerService/WatchLogs"
+	ControllerService_ListMessages_FullMethodName       = "/decree.v1.ControllerService/ListMessages"
+	ControllerService_GetMessage_FullMethodName         = "/decree.v1.ControllerService/GetMessage"
+	ControllerService_ListRuns_FullMethodName           = "/decree.v1.ControllerService/ListRuns"
+	ControllerService_GetRun_FullMethodName             = "/decree.v1.ControllerService/GetRun"
+	ControllerService_GetArtifact_FullMethodName        = "/decree.v1.ControllerService/GetArtifact"
+	ControllerService_ListRoutines_FullMethodName       = "/decree.v1.ControllerService/ListRoutines"
+	ControllerService_SyncRoutines_FullMethodName       = "/decree.v1.ControllerService/SyncRoutines"
+	ControllerService_RequeueMessage_FullMethodName     = "/decree.v1.ControllerService/RequeueMessage"
+	ControllerService_CancelMessage_FullMethodName      = "/decree.v1.ControllerService/CancelMessage"
+	ControllerService_RevertMessage_FullMethodName      = "/decree.v1.ControllerService/RevertMessage"
+	ControllerService_ListCronEntries_FullMethodName    = "/decree.v1.ControllerService/ListCronEntries"
+	ControllerService_ListWorkers_FullMethodName        = "/decree.v1.ControllerService/ListWorkers"
+	ControllerService_GetStatus_FullMethodName          = "/decree.v1.ControllerService/GetStatus"
+	ControllerService_CheckRoutines_FullMethodName      = "/decree.v1.ControllerService/CheckRoutines"
+	ControllerService_GetDeadLetterStats_FullMethodName = "/decree.v1.ControllerService/GetDeadLetterStats"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -46,22 +49,52 @@ const (
 // clients in any language. It owns one project directory: its inbox, chains,
 // checkpoints, retry state, dead letters, cron entries and workers.
 //
-// Errors: NOT_FOUND for unknown messages, runs, artifacts and routines;
-// INVALID_ARGUMENT for bad names, keys and paths; FAILED_PRECONDITION when
-// the project state forbids the call (a revert whose files changed since
-// carries google.rpc.PreconditionFailure details naming every path);
-// UNAUTHENTICATED and PERMISSION_DENIED for token problems.
+// Errors (proto/README.md lists them with examples): NOT_FOUND for unknown
+// messages, runs and artifacts; INVALID_ARGUMENT for bad names, keys,
+// paths, page tokens and enum values; FAILED_PRECONDITION when the project
+// state forbids the call (an unknown or disabled routine, cancelling a
+// finished message, a revert whose files changed since: that one carries
+// google.rpc.PreconditionFailure details naming every path); ALREADY_EXISTS
+// for a request_id reused with a different submission; OUT_OF_RANGE for an
+// offset past the end of a log or artifact; RESOURCE_EXHAUSTED for a
+// watcher that fell behind, with google.rpc.ErrorInfo details (reason
+// WATCHER_TOO_SLOW) carrying where to resume; UNAUTHENTICATED and
+// PERMISSION_DENIED for token problems. Status messages never contain the
+// controller's absolute paths (paths are relative to the project root) nor
+// hints for a particular client.
 type ControllerServiceClient interface {
-	// SubmitMessage creates a root message in the inbox (what `decreectl run`
-	// does) and queues it. Follow the result with WatchEvents from the returned
-	// event_sequence.
+	// SubmitMessage validates a new root message and queues it (what
+	// `decreectl run` does). Nothing is queued when it fails: an unknown or
+	// disabled routine is FAILED_PRECONDITION naming the available routines;
+	// a bad name, routine name or field key is INVALID_ARGUMENT.
+	//
+	// The response carries the message's id and metadata, never its body.
+	// With a request_id, a retried call returns the first call's result
+	// (replayed set) instead of queuing again.
+	//
+	// The submission has finished when WatchMessage (given the returned id)
+	// ends with its MessageOutcome, or, for the whole chain with its
+	// follow-ups, when WatchEvents from event_sequence reports
+	// EVENT_KIND_CHAIN_FINISHED for the returned chain.
 	SubmitMessage(ctx context.Context, in *SubmitMessageRequest, opts ...grpc.CallOption) (*SubmitMessageResponse, error)
+	// WatchMessage follows one message to its end: its events (queued,
+	// started, attempts, warnings, reverts) and, after each
+	// EVENT_KIND_ATTEMPT_STARTED, the bytes of that attempt's routine log, in
+	// order; the last response is the MessageOutcome (done, or dead with the
+	// reason), then the stream closes. A queued message can be watched before
+	// its first attempt; a finished one is replayed. Every response carries a
+	// cursor: a new WatchMessage with it resumes right after that response.
+	WatchMessage(ctx context.Context, in *WatchMessageRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMessageResponse], error)
 	// ProcessMigrations lists the migrations and, unless dry_run, starts a job
 	// that runs each unprocessed one in order, each as its own chain. The job
 	// ends with an EVENT_KIND_PROCESS_FINISHED event carrying its job_id.
 	ProcessMigrations(ctx context.Context, in *ProcessMigrationsRequest, opts ...grpc.CallOption) (*ProcessMigrationsResponse, error)
 	// WatchEvents streams the event log from a sequence number, optionally
-	// filtered, and with follow keeps streaming new events.
+	// filtered, and with follow keeps streaming new events. A follower that
+	// falls more than 256 events behind is cut off with RESOURCE_EXHAUSTED and
+	// a google.rpc.ErrorInfo (reason WATCHER_TOO_SLOW, domain decree.v1) whose
+	// metadata "resume_sequence" is the from_sequence to watch again from;
+	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
 	// keeps streaming until the attempt ends.
@@ -90,7 +123,11 @@ type ControllerServiceClient interface {
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(ctx context.Context, in *RequeueMessageRequest, opts ...grpc.CallOption) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
-	// stopped, the tree reverted, and the message dead-lettered with the reason.
+	// stopped, the tree reverted, and the message dead-lettered with the
+	// reason. It returns once that is done (the routine no longer runs and
+	// EVENT_KIND_MESSAGE_DEAD was emitted), or with DEADLINE_EXCEEDED when the
+	// call's deadline comes first (the cancellation still completes). A message
+	// that already finished is FAILED_PRECONDITION.
 	CancelMessage(ctx context.Context, in *CancelMessageRequest, opts ...grpc.CallOption) (*CancelMessageResponse, error)
 	// RevertMessage undoes a completed message's changes. It refuses, naming
 	// the paths, when those files changed since.
@@ -101,6 +138,12 @@ type ControllerServiceClient interface {
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 	// GetStatus summarises the project.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
+	// CheckRoutines runs routines' pre-checks on workers (each routine run
+	// with DECREE_PRE_CHECK=true; exit 0 means ready) and reports every
+	// result. It changes nothing and runs no message.
+	CheckRoutines(ctx context.Context, in *CheckRoutinesRequest, opts ...grpc.CallOption) (*CheckRoutinesResponse, error)
+	// GetDeadLetterStats counts the dead letters and dates the oldest.
+	GetDeadLetterStats(ctx context.Context, in *GetDeadLetterStatsRequest, opts ...grpc.CallOption) (*GetDeadLetterStatsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -121,6 +164,25 @@ func (c *controllerServiceClient) SubmitMessage(ctx context.Context, in *SubmitM
 	return out, nil
 }
 
+func (c *controllerServiceClient) WatchMessage(ctx context.Context, in *WatchMessageRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMessageResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[0], ControllerService_WatchMessage_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchMessageRequest, WatchMessageResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_WatchMessageClient = grpc.ServerStreamingClient[WatchMessageResponse]
+
 func (c *controllerServiceClient) ProcessMigrations(ctx context.Context, in *ProcessMigrationsRequest, opts ...grpc.CallOption) (*ProcessMigrationsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ProcessMigrationsResponse)
@@ -133,7 +195,7 @@ func (c *controllerServiceClient) ProcessMigrations(ctx context.Context, in *Pro
 
 func (c *controllerServiceClient) WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[0], ControllerService_WatchEvents_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[1], ControllerService_WatchEvents_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +214,7 @@ type ControllerService_WatchEventsClient = grpc.ServerStreamingClient[WatchEvent
 
 func (c *controllerServiceClient) WatchLogs(ctx context.Context, in *WatchLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLogsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[1], ControllerService_WatchLogs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[2], ControllerService_WatchLogs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +273,7 @@ func (c *controllerServiceClient) GetRun(ctx context.Context, in *GetRunRequest,
 
 func (c *controllerServiceClient) GetArtifact(ctx context.Context, in *GetArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArtifactResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[2], ControllerService_GetArtifact_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[3], ControllerService_GetArtifact_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +370,26 @@ func (c *controllerServiceClient) GetStatus(ctx context.Context, in *GetStatusRe
 	return out, nil
 }
 
+func (c *controllerServiceClient) CheckRoutines(ctx context.Context, in *CheckRoutinesRequest, opts ...grpc.CallOption) (*CheckRoutinesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckRoutinesResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CheckRoutines_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) GetDeadLetterStats(ctx context.Context, in *GetDeadLetterStatsRequest, opts ...grpc.CallOption) (*GetDeadLetterStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDeadLetterStatsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_GetDeadLetterStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -316,22 +398,52 @@ func (c *controllerServiceClient) GetStatus(ctx context.Context, in *GetStatusRe
 // clients in any language. It owns one project directory: its inbox, chains,
 // checkpoints, retry state, dead letters, cron entries and workers.
 //
-// Errors: NOT_FOUND for unknown messages, runs, artifacts and routines;
-// INVALID_ARGUMENT for bad names, keys and paths; FAILED_PRECONDITION when
-// the project state forbids the call (a revert whose files changed since
-// carries google.rpc.PreconditionFailure details naming every path);
-// UNAUTHENTICATED and PERMISSION_DENIED for token problems.
+// Errors (proto/README.md lists them with examples): NOT_FOUND for unknown
+// messages, runs and artifacts; INVALID_ARGUMENT for bad names, keys,
+// paths, page tokens and enum values; FAILED_PRECONDITION when the project
+// state forbids the call (an unknown or disabled routine, cancelling a
+// finished message, a revert whose files changed since: that one carries
+// google.rpc.PreconditionFailure details naming every path); ALREADY_EXISTS
+// for a request_id reused with a different submission; OUT_OF_RANGE for an
+// offset past the end of a log or artifact; RESOURCE_EXHAUSTED for a
+// watcher that fell behind, with google.rpc.ErrorInfo details (reason
+// WATCHER_TOO_SLOW) carrying where to resume; UNAUTHENTICATED and
+// PERMISSION_DENIED for token problems. Status messages never contain the
+// controller's absolute paths (paths are relative to the project root) nor
+// hints for a particular client.
 type ControllerServiceServer interface {
-	// SubmitMessage creates a root message in the inbox (what `decreectl run`
-	// does) and queues it. Follow the result with WatchEvents from the returned
-	// event_sequence.
+	// SubmitMessage validates a new root message and queues it (what
+	// `decreectl run` does). Nothing is queued when it fails: an unknown or
+	// disabled routine is FAILED_PRECONDITION naming the available routines;
+	// a bad name, routine name or field key is INVALID_ARGUMENT.
+	//
+	// The response carries the message's id and metadata, never its body.
+	// With a request_id, a retried call returns the first call's result
+	// (replayed set) instead of queuing again.
+	//
+	// The submission has finished when WatchMessage (given the returned id)
+	// ends with its MessageOutcome, or, for the whole chain with its
+	// follow-ups, when WatchEvents from event_sequence reports
+	// EVENT_KIND_CHAIN_FINISHED for the returned chain.
 	SubmitMessage(context.Context, *SubmitMessageRequest) (*SubmitMessageResponse, error)
+	// WatchMessage follows one message to its end: its events (queued,
+	// started, attempts, warnings, reverts) and, after each
+	// EVENT_KIND_ATTEMPT_STARTED, the bytes of that attempt's routine log, in
+	// order; the last response is the MessageOutcome (done, or dead with the
+	// reason), then the stream closes. A queued message can be watched before
+	// its first attempt; a finished one is replayed. Every response carries a
+	// cursor: a new WatchMessage with it resumes right after that response.
+	WatchMessage(*WatchMessageRequest, grpc.ServerStreamingServer[WatchMessageResponse]) error
 	// ProcessMigrations lists the migrations and, unless dry_run, starts a job
 	// that runs each unprocessed one in order, each as its own chain. The job
 	// ends with an EVENT_KIND_PROCESS_FINISHED event carrying its job_id.
 	ProcessMigrations(context.Context, *ProcessMigrationsRequest) (*ProcessMigrationsResponse, error)
 	// WatchEvents streams the event log from a sequence number, optionally
-	// filtered, and with follow keeps streaming new events.
+	// filtered, and with follow keeps streaming new events. A follower that
+	// falls more than 256 events behind is cut off with RESOURCE_EXHAUSTED and
+	// a google.rpc.ErrorInfo (reason WATCHER_TOO_SLOW, domain decree.v1) whose
+	// metadata "resume_sequence" is the from_sequence to watch again from;
+	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
 	// keeps streaming until the attempt ends.
@@ -360,7 +472,11 @@ type ControllerServiceServer interface {
 	// RequeueMessage moves a dead letter back into the inbox.
 	RequeueMessage(context.Context, *RequeueMessageRequest) (*RequeueMessageResponse, error)
 	// CancelMessage cancels a queued or running message: a running attempt is
-	// stopped, the tree reverted, and the message dead-lettered with the reason.
+	// stopped, the tree reverted, and the message dead-lettered with the
+	// reason. It returns once that is done (the routine no longer runs and
+	// EVENT_KIND_MESSAGE_DEAD was emitted), or with DEADLINE_EXCEEDED when the
+	// call's deadline comes first (the cancellation still completes). A message
+	// that already finished is FAILED_PRECONDITION.
 	CancelMessage(context.Context, *CancelMessageRequest) (*CancelMessageResponse, error)
 	// RevertMessage undoes a completed message's changes. It refuses, naming
 	// the paths, when those files changed since.
@@ -371,6 +487,12 @@ type ControllerServiceServer interface {
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	// GetStatus summarises the project.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
+	// CheckRoutines runs routines' pre-checks on workers (each routine run
+	// with DECREE_PRE_CHECK=true; exit 0 means ready) and reports every
+	// result. It changes nothing and runs no message.
+	CheckRoutines(context.Context, *CheckRoutinesRequest) (*CheckRoutinesResponse, error)
+	// GetDeadLetterStats counts the dead letters and dates the oldest.
+	GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -383,6 +505,9 @@ type UnimplementedControllerServiceServer struct{}
 
 func (UnimplementedControllerServiceServer) SubmitMessage(context.Context, *SubmitMessageRequest) (*SubmitMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitMessage not implemented")
+}
+func (UnimplementedControllerServiceServer) WatchMessage(*WatchMessageRequest, grpc.ServerStreamingServer[WatchMessageResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchMessage not implemented")
 }
 func (UnimplementedControllerServiceServer) ProcessMigrations(context.Context, *ProcessMigrationsRequest) (*ProcessMigrationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ProcessMigrations not implemented")
@@ -432,6 +557,12 @@ func (UnimplementedControllerServiceServer) ListWorkers(context.Context, *ListWo
 func (UnimplementedControllerServiceServer) GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
 }
+func (UnimplementedControllerServiceServer) CheckRoutines(context.Context, *CheckRoutinesRequest) (*CheckRoutinesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckRoutines not implemented")
+}
+func (UnimplementedControllerServiceServer) GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDeadLetterStats not implemented")
+}
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
 
@@ -470,6 +601,17 @@ func _ControllerService_SubmitMessage_Handler(srv interface{}, ctx context.Conte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _ControllerService_WatchMessage_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchMessageRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControllerServiceServer).WatchMessage(m, &grpc.GenericServerStream[WatchMessageRequest, WatchMessageResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_WatchMessageServer = grpc.ServerStreamingServer[WatchMessageResponse]
 
 func _ControllerService_ProcessMigrations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ProcessMigrationsRequest)
@@ -738,6 +880,42 @@ func _ControllerService_GetStatus_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_CheckRoutines_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRoutinesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CheckRoutines(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CheckRoutines_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CheckRoutines(ctx, req.(*CheckRoutinesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_GetDeadLetterStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDeadLetterStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).GetDeadLetterStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_GetDeadLetterStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).GetDeadLetterStats(ctx, req.(*GetDeadLetterStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -801,8 +979,21 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetStatus",
 			Handler:    _ControllerService_GetStatus_Handler,
 		},
+		{
+			MethodName: "CheckRoutines",
+			Handler:    _ControllerService_CheckRoutines_Handler,
+		},
+		{
+			MethodName: "GetDeadLetterStats",
+			Handler:    _ControllerService_GetDeadLetterStats_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchMessage",
+			Handler:       _ControllerService_WatchMessage_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "WatchEvents",
 			Handler:       _ControllerService_WatchEvents_Handler,

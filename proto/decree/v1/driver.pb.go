@@ -252,8 +252,11 @@ type ExecuteRequest struct {
 	// plugin kills the routine's whole process tree when it passes, even if
 	// the host stops talking to it (stopped, hung). RenewLease moves it.
 	LeaseDeadlineMonotonicNs int64 `protobuf:"varint,10,opt,name=lease_deadline_monotonic_ns,json=leaseDeadlineMonotonicNs,proto3" json:"lease_deadline_monotonic_ns,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// Decision-tree settings from config.yml; absent means the defaults.
+	// Drivers that do not run trees ignore them.
+	Tree          *TreeSettings `protobuf:"bytes,11,opt,name=tree,proto3" json:"tree,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -354,6 +357,13 @@ func (x *ExecuteRequest) GetLeaseDeadlineMonotonicNs() int64 {
 		return x.LeaseDeadlineMonotonicNs
 	}
 	return 0
+}
+
+func (x *ExecuteRequest) GetTree() *TreeSettings {
+	if x != nil {
+		return x.Tree
+	}
+	return nil
 }
 
 // ExecutionStarted tells the host which process runs the routine. The
@@ -719,7 +729,7 @@ const file_decree_v1_driver_proto_rawDesc = "" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x124\n" +
 	"\n" +
 	"parameters\x18\x02 \x03(\v2\x14.decree.v1.ParameterR\n" +
-	"parameters\"\xd0\x04\n" +
+	"parameters\"\xfd\x04\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12!\n" +
 	"\froutine_path\x18\x02 \x01(\tR\vroutinePath\x12\x18\n" +
@@ -733,7 +743,8 @@ const file_decree_v1_driver_proto_rawDesc = "" +
 	"kill_grace\x18\b \x01(\v2\x19.google.protobuf.DurationR\tkillGrace\x12'\n" +
 	"\x0fnotebook_engine\x18\t \x01(\tR\x0enotebookEngine\x12=\n" +
 	"\x1blease_deadline_monotonic_ns\x18\n" +
-	" \x01(\x03R\x18leaseDeadlineMonotonicNs\x1a9\n" +
+	" \x01(\x03R\x18leaseDeadlineMonotonicNs\x12+\n" +
+	"\x04tree\x18\v \x01(\v2\x17.decree.v1.TreeSettingsR\x04tree\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -793,7 +804,8 @@ var file_decree_v1_driver_proto_goTypes = []any{
 	nil,                         // 12: decree.v1.ExecuteRequest.EnvEntry
 	(*Parameter)(nil),           // 13: decree.v1.Parameter
 	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
-	(*ExitStatus)(nil),          // 15: decree.v1.ExitStatus
+	(*TreeSettings)(nil),        // 15: decree.v1.TreeSettings
+	(*ExitStatus)(nil),          // 16: decree.v1.ExitStatus
 }
 var file_decree_v1_driver_proto_depIdxs = []int32{
 	13, // 0: decree.v1.InspectResponse.parameters:type_name -> decree.v1.Parameter
@@ -801,24 +813,25 @@ var file_decree_v1_driver_proto_depIdxs = []int32{
 	12, // 2: decree.v1.ExecuteRequest.env:type_name -> decree.v1.ExecuteRequest.EnvEntry
 	14, // 3: decree.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
 	14, // 4: decree.v1.ExecuteRequest.kill_grace:type_name -> google.protobuf.Duration
-	15, // 5: decree.v1.ExecuteResponse.exit:type_name -> decree.v1.ExitStatus
-	5,  // 6: decree.v1.ExecuteResponse.started:type_name -> decree.v1.ExecutionStarted
-	14, // 7: decree.v1.StopRequest.grace:type_name -> google.protobuf.Duration
-	0,  // 8: decree.v1.DriverService.Describe:input_type -> decree.v1.DescribeRequest
-	2,  // 9: decree.v1.DriverService.Inspect:input_type -> decree.v1.InspectRequest
-	4,  // 10: decree.v1.DriverService.Execute:input_type -> decree.v1.ExecuteRequest
-	7,  // 11: decree.v1.DriverService.Stop:input_type -> decree.v1.StopRequest
-	9,  // 12: decree.v1.DriverService.RenewLease:input_type -> decree.v1.RenewLeaseRequest
-	1,  // 13: decree.v1.DriverService.Describe:output_type -> decree.v1.DescribeResponse
-	3,  // 14: decree.v1.DriverService.Inspect:output_type -> decree.v1.InspectResponse
-	6,  // 15: decree.v1.DriverService.Execute:output_type -> decree.v1.ExecuteResponse
-	8,  // 16: decree.v1.DriverService.Stop:output_type -> decree.v1.StopResponse
-	10, // 17: decree.v1.DriverService.RenewLease:output_type -> decree.v1.RenewLeaseResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	15, // 5: decree.v1.ExecuteRequest.tree:type_name -> decree.v1.TreeSettings
+	16, // 6: decree.v1.ExecuteResponse.exit:type_name -> decree.v1.ExitStatus
+	5,  // 7: decree.v1.ExecuteResponse.started:type_name -> decree.v1.ExecutionStarted
+	14, // 8: decree.v1.StopRequest.grace:type_name -> google.protobuf.Duration
+	0,  // 9: decree.v1.DriverService.Describe:input_type -> decree.v1.DescribeRequest
+	2,  // 10: decree.v1.DriverService.Inspect:input_type -> decree.v1.InspectRequest
+	4,  // 11: decree.v1.DriverService.Execute:input_type -> decree.v1.ExecuteRequest
+	7,  // 12: decree.v1.DriverService.Stop:input_type -> decree.v1.StopRequest
+	9,  // 13: decree.v1.DriverService.RenewLease:input_type -> decree.v1.RenewLeaseRequest
+	1,  // 14: decree.v1.DriverService.Describe:output_type -> decree.v1.DescribeResponse
+	3,  // 15: decree.v1.DriverService.Inspect:output_type -> decree.v1.InspectResponse
+	6,  // 16: decree.v1.DriverService.Execute:output_type -> decree.v1.ExecuteResponse
+	8,  // 17: decree.v1.DriverService.Stop:output_type -> decree.v1.StopResponse
+	10, // 18: decree.v1.DriverService.RenewLease:output_type -> decree.v1.RenewLeaseResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_driver_proto_init() }

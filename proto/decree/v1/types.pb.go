@@ -232,6 +232,9 @@ const (
 	EventKind_EVENT_KIND_WARNING EventKind = 10
 	// A hook ran; text names it.
 	EventKind_EVENT_KIND_HOOK_FINISHED EventKind = 11
+	// An attempt failed on an AI tool's usage limit; the message waits until
+	// the event's until time and is then retried (the wait is no attempt).
+	EventKind_EVENT_KIND_USAGE_LIMIT_WAIT EventKind = 12
 )
 
 // Enum value maps for EventKind.
@@ -249,6 +252,7 @@ var (
 		9:  "EVENT_KIND_PROCESS_FINISHED",
 		10: "EVENT_KIND_WARNING",
 		11: "EVENT_KIND_HOOK_FINISHED",
+		12: "EVENT_KIND_USAGE_LIMIT_WAIT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":      0,
@@ -263,6 +267,7 @@ var (
 		"EVENT_KIND_PROCESS_FINISHED": 9,
 		"EVENT_KIND_WARNING":          10,
 		"EVENT_KIND_HOOK_FINISHED":    11,
+		"EVENT_KIND_USAGE_LIMIT_WAIT": 12,
 	}
 )
 
@@ -409,7 +414,8 @@ func (x *Field) GetValue() string {
 // MessageInfo describes one message.
 type MessageInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Message id, "<chain>-<seq>".
+	// Message id, "<chain>-<seq>"; unique: every message, follow-ups that
+	// were rejected included, has its own.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The inbox file name without ".md".
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -427,8 +433,6 @@ type MessageInfo struct {
 	State MessageState `protobuf:"varint,8,opt,name=state,proto3,enum=decree.v1.MessageState" json:"state,omitempty"`
 	// Every frontmatter field, in file order.
 	Fields []*Field `protobuf:"bytes,9,rep,name=fields,proto3" json:"fields,omitempty"`
-	// The message body, byte for byte. Filled only by GetMessage.
-	Body []byte `protobuf:"bytes,10,opt,name=body,proto3" json:"body,omitempty"`
 	// Why the message was dead-lettered (empty otherwise).
 	DeadReason string `protobuf:"bytes,11,opt,name=dead_reason,json=deadReason,proto3" json:"dead_reason,omitempty"`
 	// What produced the message: "inbox", "cron:<stem>" or "chain".
@@ -528,13 +532,6 @@ func (x *MessageInfo) GetState() MessageState {
 func (x *MessageInfo) GetFields() []*Field {
 	if x != nil {
 		return x.Fields
-	}
-	return nil
-}
-
-func (x *MessageInfo) GetBody() []byte {
-	if x != nil {
-		return x.Body
 	}
 	return nil
 }
@@ -825,7 +822,8 @@ func (x *RunInfo) GetTimeZone() string {
 	return ""
 }
 
-// Event is one entry of the controller's event log.
+// Event is one entry of the controller's event log. Events about a
+// follow-up that was rejected carry the follow-up's own message_id.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Increasing per controller; resume a watch with from_sequence = last + 1.
@@ -846,10 +844,13 @@ type Event struct {
 	Text string `protobuf:"bytes,8,opt,name=text,proto3" json:"text,omitempty"`
 	// The routine concerned, if any.
 	Routine string `protobuf:"bytes,9,opt,name=routine,proto3" json:"routine,omitempty"`
-	// The worker concerned, if any.
+	// The worker concerned: set on EVENT_KIND_ATTEMPT_FINISHED (the worker
+	// that ran the attempt; empty when none took it).
 	WorkerId string `protobuf:"bytes,10,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The job that caused it (a ProcessMigrations job id), if any.
-	JobId         string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// For USAGE_LIMIT_WAIT: when the retry starts.
+	Until         *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=until,proto3" json:"until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -961,6 +962,77 @@ func (x *Event) GetJobId() string {
 	return ""
 }
 
+func (x *Event) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+// UsageLimitWait is a message waiting for an AI tool's usage limit to reset.
+type UsageLimitWait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message that waits.
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// When it is retried.
+	Until *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	// The notice found in the attempt's log.
+	Notice        string `protobuf:"bytes,3,opt,name=notice,proto3" json:"notice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageLimitWait) Reset() {
+	*x = UsageLimitWait{}
+	mi := &file_decree_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageLimitWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageLimitWait) ProtoMessage() {}
+
+func (x *UsageLimitWait) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageLimitWait.ProtoReflect.Descriptor instead.
+func (*UsageLimitWait) Descriptor() ([]byte, []int) {
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UsageLimitWait) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *UsageLimitWait) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *UsageLimitWait) GetNotice() string {
+	if x != nil {
+		return x.Notice
+	}
+	return ""
+}
+
 // LogChunk is a piece of a log stream. Chunks of one stream have consecutive
 // sequence numbers and contiguous byte offsets, so a reader or writer that
 // reconnects can resume exactly.
@@ -984,7 +1056,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_decree_v1_types_proto_msgTypes[5]
+	mi := &file_decree_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1068,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[5]
+	mi := &file_decree_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1081,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LogChunk) GetMessageId() string {
@@ -1072,7 +1144,7 @@ type Parameter struct {
 
 func (x *Parameter) Reset() {
 	*x = Parameter{}
-	mi := &file_decree_v1_types_proto_msgTypes[6]
+	mi := &file_decree_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1156,7 @@ func (x *Parameter) String() string {
 func (*Parameter) ProtoMessage() {}
 
 func (x *Parameter) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[6]
+	mi := &file_decree_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1169,7 @@ func (x *Parameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Parameter.ProtoReflect.Descriptor instead.
 func (*Parameter) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Parameter) GetName() string {
@@ -1126,6 +1198,98 @@ func (x *Parameter) GetHasDefault() bool {
 		return x.HasDefault
 	}
 	return false
+}
+
+// TreeSettings are the decision-tree driver's settings, the tree: section
+// of config.yml. A routine of another format ignores them.
+type TreeSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Codename of the CLI that runs nodes naming none (e.g. "CLAUDE").
+	DefaultCli string `protobuf:"bytes,1,opt,name=default_cli,json=defaultCli,proto3" json:"default_cli,omitempty"`
+	// Codename of the CLI that validates node answers.
+	ValidateCli string `protobuf:"bytes,2,opt,name=validate_cli,json=validateCli,proto3" json:"validate_cli,omitempty"`
+	// Codename of the CLI that retries a node after a failed validation.
+	RetryCli string `protobuf:"bytes,3,opt,name=retry_cli,json=retryCli,proto3" json:"retry_cli,omitempty"`
+	// Retries per node after a failed validation; 0 disables them.
+	RetryCount int32 `protobuf:"varint,4,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	// Cap on one CLI call, in seconds, for nodes that set no timeout.
+	TimeoutS int32 `protobuf:"varint,5,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"`
+	// Codename (upper case) -> command template containing <prompt>.
+	Clis          map[string]string `protobuf:"bytes,6,rep,name=clis,proto3" json:"clis,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeSettings) Reset() {
+	*x = TreeSettings{}
+	mi := &file_decree_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeSettings) ProtoMessage() {}
+
+func (x *TreeSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeSettings.ProtoReflect.Descriptor instead.
+func (*TreeSettings) Descriptor() ([]byte, []int) {
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TreeSettings) GetDefaultCli() string {
+	if x != nil {
+		return x.DefaultCli
+	}
+	return ""
+}
+
+func (x *TreeSettings) GetValidateCli() string {
+	if x != nil {
+		return x.ValidateCli
+	}
+	return ""
+}
+
+func (x *TreeSettings) GetRetryCli() string {
+	if x != nil {
+		return x.RetryCli
+	}
+	return ""
+}
+
+func (x *TreeSettings) GetRetryCount() int32 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+func (x *TreeSettings) GetTimeoutS() int32 {
+	if x != nil {
+		return x.TimeoutS
+	}
+	return 0
+}
+
+func (x *TreeSettings) GetClis() map[string]string {
+	if x != nil {
+		return x.Clis
+	}
+	return nil
 }
 
 // RoutineInfo describes a routine.
@@ -1161,7 +1325,7 @@ type RoutineInfo struct {
 
 func (x *RoutineInfo) Reset() {
 	*x = RoutineInfo{}
-	mi := &file_decree_v1_types_proto_msgTypes[7]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1337,7 @@ func (x *RoutineInfo) String() string {
 func (*RoutineInfo) ProtoMessage() {}
 
 func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[7]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1350,7 @@ func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutineInfo.ProtoReflect.Descriptor instead.
 func (*RoutineInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RoutineInfo) GetName() string {
@@ -1285,7 +1449,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1461,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1474,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -1367,7 +1531,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1543,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1556,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExitStatus) GetExitCode() int32 {
@@ -1437,7 +1601,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x15decree/v1/types.proto\x12\tdecree.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n" +
 	"\x05Field\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x82\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xfa\x02\n" +
 	"\vMessageInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1448,13 +1612,12 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"input_file\x18\a \x01(\tR\tinputFile\x12-\n" +
 	"\x05state\x18\b \x01(\x0e2\x17.decree.v1.MessageStateR\x05state\x12(\n" +
-	"\x06fields\x18\t \x03(\v2\x10.decree.v1.FieldR\x06fields\x12\x12\n" +
-	"\x04body\x18\n" +
-	" \x01(\fR\x04body\x12\x1f\n" +
+	"\x06fields\x18\t \x03(\v2\x10.decree.v1.FieldR\x06fields\x12\x1f\n" +
 	"\vdead_reason\x18\v \x01(\tR\n" +
 	"deadReason\x12\x18\n" +
 	"\atrigger\x18\f \x01(\tR\atrigger\x12\x1a\n" +
-	"\battempts\x18\r \x01(\x05R\battempts\"\x84\x02\n" +
+	"\battempts\x18\r \x01(\x05R\battemptsJ\x04\b\n" +
+	"\x10\vR\x04body\"\x84\x02\n" +
 	"\vAttemptInfo\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
@@ -1481,7 +1644,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\bduration\x18\v \x01(\v2\x19.google.protobuf.DurationR\bduration\x12?\n" +
 	"\x0fattempt_details\x18\f \x03(\v2\x16.decree.v1.AttemptInfoR\x0eattemptDetails\x12\x1c\n" +
 	"\tartifacts\x18\r \x03(\tR\tartifacts\x12\x1b\n" +
-	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\"\xcb\x02\n" +
+	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\"\xfd\x02\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
@@ -1495,7 +1658,13 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\aroutine\x18\t \x01(\tR\aroutine\x12\x1b\n" +
 	"\tworker_id\x18\n" +
 	" \x01(\tR\bworkerId\x12\x15\n" +
-	"\x06job_id\x18\v \x01(\tR\x05jobId\"\xa3\x01\n" +
+	"\x06job_id\x18\v \x01(\tR\x05jobId\x120\n" +
+	"\x05until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"y\n" +
+	"\x0eUsageLimitWait\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x120\n" +
+	"\x05until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x16\n" +
+	"\x06notice\x18\x03 \x01(\tR\x06notice\"\xa3\x01\n" +
 	"\bLogChunk\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x18\n" +
@@ -1509,7 +1678,19 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\rdefault_value\x18\x02 \x01(\tR\fdefaultValue\x12\x1a\n" +
 	"\bstandard\x18\x03 \x01(\bR\bstandard\x12\x1f\n" +
 	"\vhas_default\x18\x04 \x01(\bR\n" +
-	"hasDefault\"\x82\x03\n" +
+	"hasDefault\"\x9d\x02\n" +
+	"\fTreeSettings\x12\x1f\n" +
+	"\vdefault_cli\x18\x01 \x01(\tR\n" +
+	"defaultCli\x12!\n" +
+	"\fvalidate_cli\x18\x02 \x01(\tR\vvalidateCli\x12\x1b\n" +
+	"\tretry_cli\x18\x03 \x01(\tR\bretryCli\x12\x1f\n" +
+	"\vretry_count\x18\x04 \x01(\x05R\n" +
+	"retryCount\x12\x1b\n" +
+	"\ttimeout_s\x18\x05 \x01(\x05R\btimeoutS\x125\n" +
+	"\x04clis\x18\x06 \x03(\v2!.decree.v1.TreeSettings.ClisEntryR\x04clis\x1a7\n" +
+	"\tClisEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x03\n" +
 	"\vRoutineInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x18.decree.v1.RoutineFormatR\x06format\x12\x12\n" +
@@ -1558,7 +1739,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x13RUN_OUTCOME_RUNNING\x10\x01\x12\x19\n" +
 	"\x15RUN_OUTCOME_SUCCEEDED\x10\x02\x12\x1d\n" +
 	"\x19RUN_OUTCOME_DEAD_LETTERED\x10\x03\x12\x19\n" +
-	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\xf0\x02\n" +
+	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\x91\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVENT_KIND_MESSAGE_QUEUED\x10\x01\x12\x1e\n" +
@@ -1572,7 +1753,8 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x1bEVENT_KIND_PROCESS_FINISHED\x10\t\x12\x16\n" +
 	"\x12EVENT_KIND_WARNING\x10\n" +
 	"\x12\x1c\n" +
-	"\x18EVENT_KIND_HOOK_FINISHED\x10\v*\x7f\n" +
+	"\x18EVENT_KIND_HOOK_FINISHED\x10\v\x12\x1f\n" +
+	"\x1bEVENT_KIND_USAGE_LIMIT_WAIT\x10\f*\x7f\n" +
 	"\rRoutineFormat\x12\x1e\n" +
 	"\x1aROUTINE_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTINE_FORMAT_SHELL\x10\x01\x12\x1b\n" +
@@ -1592,7 +1774,7 @@ func file_decree_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_decree_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_decree_v1_types_proto_goTypes = []any{
 	(MessageState)(0),             // 0: decree.v1.MessageState
 	(MessageType)(0),              // 1: decree.v1.MessageType
@@ -1604,36 +1786,42 @@ var file_decree_v1_types_proto_goTypes = []any{
 	(*AttemptInfo)(nil),           // 7: decree.v1.AttemptInfo
 	(*RunInfo)(nil),               // 8: decree.v1.RunInfo
 	(*Event)(nil),                 // 9: decree.v1.Event
-	(*LogChunk)(nil),              // 10: decree.v1.LogChunk
-	(*Parameter)(nil),             // 11: decree.v1.Parameter
-	(*RoutineInfo)(nil),           // 12: decree.v1.RoutineInfo
-	(*FileEntry)(nil),             // 13: decree.v1.FileEntry
-	(*ExitStatus)(nil),            // 14: decree.v1.ExitStatus
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*UsageLimitWait)(nil),        // 10: decree.v1.UsageLimitWait
+	(*LogChunk)(nil),              // 11: decree.v1.LogChunk
+	(*Parameter)(nil),             // 12: decree.v1.Parameter
+	(*TreeSettings)(nil),          // 13: decree.v1.TreeSettings
+	(*RoutineInfo)(nil),           // 14: decree.v1.RoutineInfo
+	(*FileEntry)(nil),             // 15: decree.v1.FileEntry
+	(*ExitStatus)(nil),            // 16: decree.v1.ExitStatus
+	nil,                           // 17: decree.v1.TreeSettings.ClisEntry
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
 }
 var file_decree_v1_types_proto_depIdxs = []int32{
 	1,  // 0: decree.v1.MessageInfo.type:type_name -> decree.v1.MessageType
 	0,  // 1: decree.v1.MessageInfo.state:type_name -> decree.v1.MessageState
 	5,  // 2: decree.v1.MessageInfo.fields:type_name -> decree.v1.Field
-	15, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
-	15, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
+	18, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
+	18, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: decree.v1.RunInfo.outcome:type_name -> decree.v1.RunOutcome
-	15, // 6: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
-	15, // 7: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
-	16, // 8: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
+	18, // 6: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
+	18, // 7: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
+	19, // 8: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
 	7,  // 9: decree.v1.RunInfo.attempt_details:type_name -> decree.v1.AttemptInfo
-	15, // 10: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
+	18, // 10: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
 	3,  // 11: decree.v1.Event.kind:type_name -> decree.v1.EventKind
-	4,  // 12: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
-	11, // 13: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
-	4,  // 14: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
-	16, // 15: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	18, // 12: decree.v1.Event.until:type_name -> google.protobuf.Timestamp
+	18, // 13: decree.v1.UsageLimitWait.until:type_name -> google.protobuf.Timestamp
+	17, // 14: decree.v1.TreeSettings.clis:type_name -> decree.v1.TreeSettings.ClisEntry
+	4,  // 15: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
+	12, // 16: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
+	4,  // 17: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
+	19, // 18: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_types_proto_init() }
@@ -1647,7 +1835,7 @@ func file_decree_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_types_proto_rawDesc), len(file_decree_v1_types_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -34,6 +34,11 @@ const (
 	AssignmentKind_ASSIGNMENT_KIND_HOOK AssignmentKind = 2
 	// A router AI call: run command with stdin; stdout is the answer.
 	AssignmentKind_ASSIGNMENT_KIND_ROUTER AssignmentKind = 3
+	// A routine's readiness check: the routine runs with DECREE_PRE_CHECK=true
+	// and must not change the project; exit 0 means ready, anything else not
+	// ready. CompleteAssignmentRequest.output carries the start of its output
+	// (the reason). Not checkpointed; a replica's changes are not applied.
+	AssignmentKind_ASSIGNMENT_KIND_PRE_CHECK AssignmentKind = 4
 )
 
 // Enum value maps for AssignmentKind.
@@ -43,12 +48,14 @@ var (
 		1: "ASSIGNMENT_KIND_ROUTINE",
 		2: "ASSIGNMENT_KIND_HOOK",
 		3: "ASSIGNMENT_KIND_ROUTER",
+		4: "ASSIGNMENT_KIND_PRE_CHECK",
 	}
 	AssignmentKind_value = map[string]int32{
 		"ASSIGNMENT_KIND_UNSPECIFIED": 0,
 		"ASSIGNMENT_KIND_ROUTINE":     1,
 		"ASSIGNMENT_KIND_HOOK":        2,
 		"ASSIGNMENT_KIND_ROUTER":      3,
+		"ASSIGNMENT_KIND_PRE_CHECK":   4,
 	}
 )
 
@@ -581,7 +588,10 @@ type Assignment struct {
 	// Router command line (kind ROUTER), run by the worker's shell.
 	Command string `protobuf:"bytes,14,opt,name=command,proto3" json:"command,omitempty"`
 	// Standard input for the router command.
-	Stdin         []byte `protobuf:"bytes,15,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Stdin []byte `protobuf:"bytes,15,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// Decision-tree settings from config.yml (routines run by the tree
+	// driver); absent means the defaults.
+	Tree          *TreeSettings `protobuf:"bytes,16,opt,name=tree,proto3" json:"tree,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -717,6 +727,13 @@ func (x *Assignment) GetCommand() string {
 func (x *Assignment) GetStdin() []byte {
 	if x != nil {
 		return x.Stdin
+	}
+	return nil
+}
+
+func (x *Assignment) GetTree() *TreeSettings {
+	if x != nil {
+		return x.Tree
 	}
 	return nil
 }
@@ -1589,7 +1606,7 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x06format\x18\x05 \x01(\x0e2\x18.decree.v1.RoutineFormatR\x06format\"7\n" +
 	"\aRunFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\fR\acontent\"\xd2\x05\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\"\xff\x05\n" +
 	"\n" +
 	"Assignment\x12\x1f\n" +
 	"\vlease_token\x18\x01 \x01(\tR\n" +
@@ -1610,7 +1627,8 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x0fnotebook_engine\x18\f \x01(\tR\x0enotebookEngine\x12'\n" +
 	"\x0fmanifest_digest\x18\r \x01(\tR\x0emanifestDigest\x12\x18\n" +
 	"\acommand\x18\x0e \x01(\tR\acommand\x12\x14\n" +
-	"\x05stdin\x18\x0f \x01(\fR\x05stdin\x1a9\n" +
+	"\x05stdin\x18\x0f \x01(\fR\x05stdin\x12+\n" +
+	"\x04tree\x18\x10 \x01(\v2\x17.decree.v1.TreeSettingsR\x04tree\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -1679,12 +1697,13 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x04data\x18\x04 \x01(\fR\x04data\x12\x12\n" +
 	"\x04last\x18\x05 \x01(\bR\x04last\"*\n" +
 	"\x10PutBlobsResponse\x12\x16\n" +
-	"\x06stored\x18\x01 \x03(\tR\x06stored*\x84\x01\n" +
+	"\x06stored\x18\x01 \x03(\tR\x06stored*\xa3\x01\n" +
 	"\x0eAssignmentKind\x12\x1f\n" +
 	"\x1bASSIGNMENT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ASSIGNMENT_KIND_ROUTINE\x10\x01\x12\x18\n" +
 	"\x14ASSIGNMENT_KIND_HOOK\x10\x02\x12\x1a\n" +
-	"\x16ASSIGNMENT_KIND_ROUTER\x10\x03*\x93\x01\n" +
+	"\x16ASSIGNMENT_KIND_ROUTER\x10\x03\x12\x1d\n" +
+	"\x19ASSIGNMENT_KIND_PRE_CHECK\x10\x04*\x93\x01\n" +
 	"\x10ReturnedFileArea\x12\"\n" +
 	"\x1eRETURNED_FILE_AREA_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RETURNED_FILE_AREA_INBOX\x10\x01\x12\x1d\n" +
@@ -1746,9 +1765,10 @@ var file_decree_v1_worker_proto_goTypes = []any{
 	nil,                                  // 27: decree.v1.CompleteAssignmentRequest.LogSizesEntry
 	(*durationpb.Duration)(nil),          // 28: google.protobuf.Duration
 	(RoutineFormat)(0),                   // 29: decree.v1.RoutineFormat
-	(*LogChunk)(nil),                     // 30: decree.v1.LogChunk
-	(*ExitStatus)(nil),                   // 31: decree.v1.ExitStatus
-	(*FileEntry)(nil),                    // 32: decree.v1.FileEntry
+	(*TreeSettings)(nil),                 // 30: decree.v1.TreeSettings
+	(*LogChunk)(nil),                     // 31: decree.v1.LogChunk
+	(*ExitStatus)(nil),                   // 32: decree.v1.ExitStatus
+	(*FileEntry)(nil),                    // 33: decree.v1.FileEntry
 }
 var file_decree_v1_worker_proto_depIdxs = []int32{
 	23, // 0: decree.v1.RegisterWorkerRequest.labels:type_name -> decree.v1.RegisterWorkerRequest.LabelsEntry
@@ -1762,36 +1782,37 @@ var file_decree_v1_worker_proto_depIdxs = []int32{
 	25, // 8: decree.v1.Assignment.env:type_name -> decree.v1.Assignment.EnvEntry
 	7,  // 9: decree.v1.Assignment.run_files:type_name -> decree.v1.RunFile
 	28, // 10: decree.v1.Assignment.timeout:type_name -> google.protobuf.Duration
-	8,  // 11: decree.v1.StreamAssignmentsResponse.assignment:type_name -> decree.v1.Assignment
-	30, // 12: decree.v1.UploadLogsRequest.chunk:type_name -> decree.v1.LogChunk
-	26, // 13: decree.v1.UploadLogsResponse.stored_offsets:type_name -> decree.v1.UploadLogsResponse.StoredOffsetsEntry
-	1,  // 14: decree.v1.ReturnedFile.area:type_name -> decree.v1.ReturnedFileArea
-	31, // 15: decree.v1.CompleteAssignmentRequest.status:type_name -> decree.v1.ExitStatus
-	32, // 16: decree.v1.CompleteAssignmentRequest.workspace_manifest:type_name -> decree.v1.FileEntry
-	14, // 17: decree.v1.CompleteAssignmentRequest.files:type_name -> decree.v1.ReturnedFile
-	27, // 18: decree.v1.CompleteAssignmentRequest.log_sizes:type_name -> decree.v1.CompleteAssignmentRequest.LogSizesEntry
-	32, // 19: decree.v1.GetWorkspaceManifestResponse.files:type_name -> decree.v1.FileEntry
-	3,  // 20: decree.v1.WorkerService.RegisterWorker:input_type -> decree.v1.RegisterWorkerRequest
-	5,  // 21: decree.v1.WorkerService.StreamAssignments:input_type -> decree.v1.StreamAssignmentsRequest
-	10, // 22: decree.v1.WorkerService.Heartbeat:input_type -> decree.v1.HeartbeatRequest
-	12, // 23: decree.v1.WorkerService.UploadLogs:input_type -> decree.v1.UploadLogsRequest
-	15, // 24: decree.v1.WorkerService.CompleteAssignment:input_type -> decree.v1.CompleteAssignmentRequest
-	17, // 25: decree.v1.WorkerService.GetWorkspaceManifest:input_type -> decree.v1.GetWorkspaceManifestRequest
-	19, // 26: decree.v1.WorkerService.GetBlobs:input_type -> decree.v1.GetBlobsRequest
-	21, // 27: decree.v1.WorkerService.PutBlobs:input_type -> decree.v1.PutBlobsRequest
-	4,  // 28: decree.v1.WorkerService.RegisterWorker:output_type -> decree.v1.RegisterWorkerResponse
-	9,  // 29: decree.v1.WorkerService.StreamAssignments:output_type -> decree.v1.StreamAssignmentsResponse
-	11, // 30: decree.v1.WorkerService.Heartbeat:output_type -> decree.v1.HeartbeatResponse
-	13, // 31: decree.v1.WorkerService.UploadLogs:output_type -> decree.v1.UploadLogsResponse
-	16, // 32: decree.v1.WorkerService.CompleteAssignment:output_type -> decree.v1.CompleteAssignmentResponse
-	18, // 33: decree.v1.WorkerService.GetWorkspaceManifest:output_type -> decree.v1.GetWorkspaceManifestResponse
-	20, // 34: decree.v1.WorkerService.GetBlobs:output_type -> decree.v1.GetBlobsResponse
-	22, // 35: decree.v1.WorkerService.PutBlobs:output_type -> decree.v1.PutBlobsResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	30, // 11: decree.v1.Assignment.tree:type_name -> decree.v1.TreeSettings
+	8,  // 12: decree.v1.StreamAssignmentsResponse.assignment:type_name -> decree.v1.Assignment
+	31, // 13: decree.v1.UploadLogsRequest.chunk:type_name -> decree.v1.LogChunk
+	26, // 14: decree.v1.UploadLogsResponse.stored_offsets:type_name -> decree.v1.UploadLogsResponse.StoredOffsetsEntry
+	1,  // 15: decree.v1.ReturnedFile.area:type_name -> decree.v1.ReturnedFileArea
+	32, // 16: decree.v1.CompleteAssignmentRequest.status:type_name -> decree.v1.ExitStatus
+	33, // 17: decree.v1.CompleteAssignmentRequest.workspace_manifest:type_name -> decree.v1.FileEntry
+	14, // 18: decree.v1.CompleteAssignmentRequest.files:type_name -> decree.v1.ReturnedFile
+	27, // 19: decree.v1.CompleteAssignmentRequest.log_sizes:type_name -> decree.v1.CompleteAssignmentRequest.LogSizesEntry
+	33, // 20: decree.v1.GetWorkspaceManifestResponse.files:type_name -> decree.v1.FileEntry
+	3,  // 21: decree.v1.WorkerService.RegisterWorker:input_type -> decree.v1.RegisterWorkerRequest
+	5,  // 22: decree.v1.WorkerService.StreamAssignments:input_type -> decree.v1.StreamAssignmentsRequest
+	10, // 23: decree.v1.WorkerService.Heartbeat:input_type -> decree.v1.HeartbeatRequest
+	12, // 24: decree.v1.WorkerService.UploadLogs:input_type -> decree.v1.UploadLogsRequest
+	15, // 25: decree.v1.WorkerService.CompleteAssignment:input_type -> decree.v1.CompleteAssignmentRequest
+	17, // 26: decree.v1.WorkerService.GetWorkspaceManifest:input_type -> decree.v1.GetWorkspaceManifestRequest
+	19, // 27: decree.v1.WorkerService.GetBlobs:input_type -> decree.v1.GetBlobsRequest
+	21, // 28: decree.v1.WorkerService.PutBlobs:input_type -> decree.v1.PutBlobsRequest
+	4,  // 29: decree.v1.WorkerService.RegisterWorker:output_type -> decree.v1.RegisterWorkerResponse
+	9,  // 30: decree.v1.WorkerService.StreamAssignments:output_type -> decree.v1.StreamAssignmentsResponse
+	11, // 31: decree.v1.WorkerService.Heartbeat:output_type -> decree.v1.HeartbeatResponse
+	13, // 32: decree.v1.WorkerService.UploadLogs:output_type -> decree.v1.UploadLogsResponse
+	16, // 33: decree.v1.WorkerService.CompleteAssignment:output_type -> decree.v1.CompleteAssignmentResponse
+	18, // 34: decree.v1.WorkerService.GetWorkspaceManifest:output_type -> decree.v1.GetWorkspaceManifestResponse
+	20, // 35: decree.v1.WorkerService.GetBlobs:output_type -> decree.v1.GetBlobsResponse
+	22, // 36: decree.v1.WorkerService.PutBlobs:output_type -> decree.v1.PutBlobsResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_worker_proto_init() }

@@ -41,6 +41,7 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/driver/plugin"
 	"github.com/decreehq/decree/pkg/routine"
@@ -151,6 +152,10 @@ func (s *Server) Execute(req *decreev1.ExecuteRequest, stream decreev1.DriverSer
 		Timeout:        req.GetTimeout().AsDuration(),
 		KillGrace:      req.GetKillGrace().AsDuration(),
 		NotebookEngine: req.GetNotebookEngine(),
+	}
+	if req.GetTree() != nil {
+		tree := config.TreeSettingsFromProto(req.GetTree())
+		cfg.Tree = &tree
 	}
 	keys := make([]string, 0, len(req.GetEnv()))
 	for k := range req.GetEnv() {

@@ -13,6 +13,13 @@ message_dir="${message_dir:-}"
 chain="${chain:-}"
 seq="${seq:-}"
 
+# Pre-check: `decreectl process --dry-run` and `decreectl routines --check`
+# run this file with DECREE_PRE_CHECK=true to ask whether it can run here.
+if [ "${DECREE_PRE_CHECK:-}" = "true" ]; then
+{{.PreCheck}}
+  exit 0
+fi
+
 {{.AIFunction}}
 
 task="Work item ${message_id}. The request is in ${message_file}."

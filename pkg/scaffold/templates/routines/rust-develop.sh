@@ -14,6 +14,14 @@ chain="${chain:-}"
 seq="${seq:-}"
 fix_rounds="${fix_rounds:-2}"
 
+# Pre-check: `decreectl process --dry-run` and `decreectl routines --check`
+# run this file with DECREE_PRE_CHECK=true to ask whether it can run here.
+if [ "${DECREE_PRE_CHECK:-}" = "true" ]; then
+{{.PreCheck}}
+  command -v cargo >/dev/null 2>&1 || { echo "cargo is not on PATH; install Rust (rustup) first"; exit 1; }
+  exit 0
+fi
+
 {{.AIFunction}}
 
 task="Work item ${message_id}. The request is in ${message_file}."

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/decreehq/decree/controller"
+	"github.com/decreehq/decree/pkg/layout"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"github.com/decreehq/decree/worker"
+	"github.com/spf13/cobra"
+)
+
+func newDaemonCmd(g *globals) *cobra.Command {
+	var interval string
+	cmd := &cobra.Command{
+		Use:   "daemon [--interval 2s]",
+		Short: "Serve the project until stopped: process the inbox as messages arrive and fire .decree/cron/",
+		Long: `daemon runs a controller and a local worker on this project until it gets
+SIGINT or SIGTERM. It processes every message that reaches the inbox (files
+dropped in by hand, by other tools or by routines, and submissions of other
+decreectl commands, which find the daemon on .decree/decree.sock) and fires
+the scheduled messages of .decree/cron/. Routine discovery (routine-sync)
+runs first.
+
+On SIGINT or SIGTERM the attempt under way is interrupted (its routine is
+stopped) and counts as interrupted: the next start retries it by the usual
+rules. The daemon then exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			every, err := parseInterval(interval)
+			if err != nil {
+				return &exitError{code: 2, msg: err.Error()}
+			}
+			if g.controller != "" {
+				return &exitError{code: 2, msg: "daemon serves the project on this machine; drop --controller (a decree-controller elsewhere is already a daemon for its project)"}
+			}
+			root, err := g.projectRoot()
+			if err != nil {
+				return err
+			}
+			if err := g.syncAtStart(); err != nil {
+				return err
+			}
+			return runDaemon(cmd.Context(), g, root, every)
+		},
+	}
+	cmd.Flags().StringVar(&interval, "interval", "2s", "how often to look for files dropped into the inbox: a duration (2s, 500ms) or whole seconds")
+	return cmd
+}
+
+// parseInterval reads --interval: a Go duration or a number of seconds (as
+// DECREE_INTERVAL=2 in the Docker image).
+func parseInterval(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.ParseFloat(s, 64)
+		if nerr != nil {
+			return 0, fmt.Errorf("--interval %q: write a duration such as 2s or 500ms, or a number of seconds", s)
+		}
+		d = time.Duration(n * float64(time.Second))
+	}
+	if d < 50*time.Millisecond || d > time.Hour {
+		return 0, fmt.Errorf("--interval %s is out of range: use 50ms to 1h", d)
+	}
+	return d, nil
+}
+
+// runDaemon serves root until ctx ends, then stops the controller (which
+// interrupts the attempt under way) and the worker.
+func runDaemon(ctx context.Context, g *globals, root string, every time.Duration) error {
+	// Unless --verbose, the daemon reports what it does (cron fires,
+	// skips) at info level; the worker reports only errors.
+	log, wlog := g.log, g.log.With("part", "worker")
+	if !g.verbose {
+		log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		wlog = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), Poll: every, FixedWorkers: true, Daemon: true})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lis, err := controller.ListenUnix(root)
+	if err != nil {
+		return err
+	}
+	cctx, stopController := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopController()
+	served := make(chan error, 1)
+	go func() { served <- c.Serve(cctx, lis) }()
+	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorker()
+	worked := make(chan error, 1)
+	target := "unix://" + layout.SocketPath(root)
+	go func() { worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog}) }()
+	fmt.Fprintf(g.stderr, "decree: daemon serving %s (inbox every %s, cron files in .decree/cron/); stop with Ctrl-C or SIGTERM\n", root, every)
+	var failed error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(g.stderr, "decree: stopping; an interrupted attempt is retried at the next start")
+	case err := <-served:
+		failed = fmt.Errorf("controller stopped: %w", err)
+		served <- nil
+	case err := <-worked:
+		failed = fmt.Errorf("local worker stopped: %w", err)
+		worked <- nil
+	}
+	stopController()
+	if err := <-served; err != nil && failed == nil {
+		failed = err
+	}
+	stopWorker()
+	<-worked
+	return failed
+}
+
+// printServeStatus adds to `status` who serves the project and any wait
+// for an AI tool's usage limit.
+func printServeStatus(w io.Writer, st *decreev1.GetStatusResponse, now time.Time) {
+	serving := "no daemon (an embedded controller for this command)"
+	if st.GetDaemon() {
+		serving = "a daemon (decreectl daemon or decree-controller): inbox and cron are processed as they come"
+	}
+	fmt.Fprintf(w, "served by   %s\n", serving)
+	if u := st.GetUsageLimitWait(); u != nil {
+		until := u.GetUntil().AsTime().Local()
+		fmt.Fprintf(w, "waiting     usage limit reached; %s retries at %s (%s)\n", u.GetMessageId(), until.Format("15:04"), span(until.Sub(now)))
+	}
+}

@@ -1,0 +1,177 @@
+package logbook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func limitedBook(t *testing.T, max uint64) (*Book, string) {
+	dir := t.TempDir()
+	return NewWithOptions(func(k Key) (string, error) {
+		return filepath.Join(dir, fmt.Sprintf("%s.%d.%s.log", k.MessageID, k.Attempt, k.Stream)), nil
+	}, Options{MaxBytes: func() uint64 { return max }}), dir
+}
+
+// line returns the i-th 100-byte line of the test log.
+func line(i int) string { return fmt.Sprintf("line %04d %s\n", i, strings.Repeat(".", 89)) }
+
+// TestLogOverTheLimitKeepsItsTail: a log of 1,000 bytes under a 256-byte
+// limit never grows past 1.5 times the limit while the attempt runs, ends
+// as a notice plus exactly its last 256 bytes, keeps counting logical
+// offsets (resends are still idempotent, also after a restart), and a
+// follower from the start gets the notice and the tail.
+func TestLogOverTheLimitKeepsItsTail(t *testing.T) {
+	const max = 256
+	b, dir := limitedBook(t, max)
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	p := filepath.Join(dir, "m.1.routine.log")
+	var all strings.Builder
+	b.Begin("m", 1)
+	for i := 0; i < 10; i++ {
+		stored, err := b.Append(k, uint64(all.Len()), []byte(line(i)))
+		all.WriteString(line(i))
+		if err != nil || stored != uint64(all.Len()) {
+			t.Fatalf("append %d: stored %d, %v; want %d", i, stored, err, all.Len())
+		}
+		if fi, _ := os.Stat(p); fi.Size() > max+max/2+200 {
+			t.Fatalf("live log grew to %d bytes with a limit of %d", fi.Size(), max)
+		}
+	}
+	// A resend of bytes already counted is accepted and changes nothing.
+	if stored, err := b.Append(k, 900, []byte(line(9))); err != nil || stored != 1000 {
+		t.Fatalf("resend: %d, %v", stored, err)
+	}
+	b.End("m", 1)
+	got, _ := os.ReadFile(p)
+	notice := string(noticeLine(1000-max, max))
+	want := notice + all.String()[1000-max:]
+	if string(got) != want {
+		t.Fatalf("truncated log:\n%q\nwant\n%q", got, want)
+	}
+	if !strings.Contains(notice, "the first 744 bytes were dropped") {
+		t.Errorf("notice %q does not say how much was dropped", notice)
+	}
+	// A restarted controller knows the logical size.
+	b2 := NewWithOptions(b.pathFor, Options{MaxBytes: func() uint64 { return max }})
+	if n, err := b2.Size(k); err != nil || n != 1000 {
+		t.Fatalf("size after restart: %d, %v", n, err)
+	}
+	if n, err := b2.Append(k, 950, []byte(line(9)[50:]+"more\n")); err != nil || n != 1005 {
+		t.Fatalf("append after restart: %d, %v", n, err)
+	}
+	// A follower from offset 0 gets the notice, then the tail.
+	var out bytes.Buffer
+	if err := b2.Follow(context.Background(), k, 0, func(_ uint64, d []byte) error { out.Write(d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), noticePrefix) || !strings.HasSuffix(out.String(), line(9)+"more\n") {
+		t.Errorf("follower got %q", out.String())
+	}
+}
+
+// TestLiveFollowerSurvivesTruncation: a follower reading while the log is
+// cut gets every byte that was kept, in order, and the notice for the
+// bytes dropped before it read them.
+func TestLiveFollowerSurvivesTruncation(t *testing.T) {
+	const max = 300
+	b, _ := limitedBook(t, max)
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	b.Begin("m", 1)
+	got := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		_ = b.Follow(context.Background(), k, 0, func(_ uint64, d []byte) error { out.Write(d); return nil })
+		got <- out.String()
+	}()
+	off := 0
+	for i := 0; i < 50; i++ {
+		b.Append(k, uint64(off), []byte(line(i)))
+		off += len(line(i))
+	}
+	b.End("m", 1)
+	select {
+	case s := <-got:
+		if !strings.HasSuffix(s, line(47)+line(48)+line(49)) {
+			t.Errorf("the follower's output does not end with the log's tail:\n%s", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower did not finish")
+	}
+}
+
+func TestNoticeCannotBeFaked(t *testing.T) {
+	b, dir := limitedBook(t, 1<<20)
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	fake := string(noticeLine(5000, 10)) + "real output\n"
+	if _, err := b.Append(k, 0, []byte(fake)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Size(k); err != nil || n != uint64(len(fake)) {
+		t.Fatalf("size of a log that merely starts like a notice: %d, %v; want %d", n, err, len(fake))
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "m.1.routine.log")); string(got) != fake {
+		t.Errorf("log changed: %q", got)
+	}
+}
+
+func TestStreamAndChunkLimits(t *testing.T) {
+	b, _ := newBook(t)
+	b.Begin("m", 1)
+	defer b.End("m", 1)
+	for i := 0; i < DefaultMaxStreams; i++ {
+		if _, err := b.Append(Key{"m", 1, fmt.Sprintf("s%d", i)}, 0, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := b.Append(Key{"m", 1, "one-too-many"}, 0, []byte("x"))
+	if !errors.Is(err, ErrTooManyStreams) || !strings.Contains(err.Error(), "one-too-many") {
+		t.Fatalf("stream %d: %v, want ErrTooManyStreams naming it", DefaultMaxStreams+1, err)
+	}
+	// Existing streams still take more.
+	if _, err := b.Append(Key{"m", 1, "s0"}, 1, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(Key{"m", 1, "s1"}, 1, make([]byte, 32<<20)); !errors.Is(err, ErrChunkTooLarge) {
+		t.Fatalf("32 MiB chunk: %v, want ErrChunkTooLarge", err)
+	}
+}
+
+// TestFollowWaitsForAnAttemptAboutToBegin: with pending true, following a
+// log whose attempt has not begun waits for it instead of failing.
+func TestFollowWaitsForAnAttemptAboutToBegin(t *testing.T) {
+	b, _ := newBook(t)
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	if err := b.FollowPending(context.Background(), k, 0, func() bool { return false }, func(uint64, []byte) error { return nil }); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("nothing pending: %v, want ErrNotExist", err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		err := b.FollowPending(context.Background(), k, 0, func() bool { return true }, func(_ uint64, d []byte) error { out.Write(d); return nil })
+		got <- fmt.Sprint(out.String(), err)
+	}()
+	select {
+	case s := <-got:
+		t.Fatalf("follow returned before the attempt began: %s", s)
+	case <-time.After(100 * time.Millisecond):
+	}
+	b.Begin("m", 1)
+	b.Append(k, 0, []byte("hello\n"))
+	b.End("m", 1)
+	select {
+	case s := <-got:
+		if s != "hello\n<nil>" {
+			t.Errorf("follower got %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower did not finish")
+	}
+}

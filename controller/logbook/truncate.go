@@ -1,0 +1,148 @@
+package logbook
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/decreehq/decree/pkg/fsutil"
+)
+
+// Limits of a book.
+const (
+	// DefaultMaxStreams is how many log streams one attempt may have
+	// (routine, papermill, hook, router and a few more): a worker that
+	// opens more is refused with ErrTooManyStreams.
+	DefaultMaxStreams = 8
+	// MaxChunkBytes is the largest chunk Append accepts. Workers send
+	// 64 KiB chunks; a larger one is a bug or an attack.
+	MaxChunkBytes = 1 << 20
+)
+
+// ErrTooManyStreams is wrapped when an attempt already has
+// Options.MaxStreams log streams.
+var ErrTooManyStreams = errors.New("too many log streams")
+
+// ErrChunkTooLarge is wrapped when a chunk exceeds MaxChunkBytes.
+var ErrChunkTooLarge = errors.New("log chunk too large")
+
+// Options limit a book.
+type Options struct {
+	// MaxBytes returns the most bytes one log (a stream of an attempt)
+	// keeps, or 0 for no limit; it is asked on every append, so a changed
+	// configuration applies at once. A log over the limit keeps its tail:
+	// it is rewritten as a notice line saying how many bytes were dropped
+	// followed by its last MaxBytes bytes (while the attempt runs it may
+	// grow to 1.5 times the limit between two cuts; at the attempt's end
+	// it is cut to exactly the limit).
+	MaxBytes func() uint64
+	// MaxStreams is how many streams one attempt may have
+	// (DefaultMaxStreams when zero).
+	MaxStreams int
+	// Logger receives truncation failures; nil discards.
+	Logger *slog.Logger
+}
+
+func (b *Book) maxBytes() uint64 {
+	if b.opts.MaxBytes == nil {
+		return 0
+	}
+	return b.opts.MaxBytes()
+}
+
+func (b *Book) logTruncateError(k Key, err error) {
+	if b.opts.Logger != nil {
+		b.opts.Logger.Error("could not cut a log to its tail", "log", k.String(), "err", err)
+	}
+}
+
+const noticePrefix = "[decree: log truncated: "
+
+// noticeLine is the first line of a truncated log.
+func noticeLine(dropped, max uint64) []byte {
+	return fmt.Appendf(nil, "%sthe first %d bytes were dropped to keep it within max_log_bytes (%d bytes); its tail follows]\n", noticePrefix, dropped, max)
+}
+
+// markerPath is the file beside a truncated log that says it was cut
+// (holding the notice line), so that a routine printing a notice-like
+// first line cannot fake one. It is listed with the run's artifacts.
+func markerPath(logPath string) string { return logPath + ".truncated" }
+
+// readNotice returns the logical bytes dropped from the front of the log
+// open as f and the length of its notice line (0, 0 when it was never cut).
+func readNotice(f *os.File) (dropped uint64, header int64) {
+	if _, err := os.Stat(markerPath(f.Name())); err != nil {
+		return 0, 0
+	}
+	buf := make([]byte, 512)
+	n, _ := f.ReadAt(buf, 0)
+	line := buf[:n]
+	i := bytes.IndexByte(line, '\n')
+	if !bytes.HasPrefix(line, []byte(noticePrefix)) || i < 0 {
+		return 0, 0
+	}
+	if _, err := fmt.Sscanf(string(line[len(noticePrefix):i]), "the first %d bytes", &dropped); err != nil {
+		return 0, 0
+	}
+	return dropped, int64(i + 1)
+}
+
+// truncateLocked rewrites lf's file as a notice line and its last max
+// bytes, atomically (temporary file, rename), and reopens it.
+func (b *Book) truncateLocked(k Key, lf *logFile, max uint64) error {
+	keepFrom := lf.fileSize - int64(max)
+	if keepFrom <= lf.header {
+		return nil
+	}
+	p := lf.f.Name()
+	dropped := lf.dropped + uint64(keepFrom-lf.header)
+	notice := noticeLine(dropped, max)
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".decree-log.tmp-*")
+	if err != nil {
+		return fmt.Errorf("cut log %s to its tail: %w", k, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(notice)
+	if err == nil {
+		_, err = io.Copy(tmp, io.NewSectionReader(lf.f, keepFrom, int64(max)))
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsutil.WriteFileAtomic(markerPath(p), notice, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		return fmt.Errorf("cut log %s to its tail: %w", k, err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("reopen log %s after cutting it: %w", k, err)
+	}
+	lf.f.Close()
+	lf.f = f
+	lf.dropped, lf.header, lf.fileSize = dropped, int64(len(notice)), int64(len(notice))+int64(max)
+	return nil
+}
+
+// replaced reports whether the file at p is no longer the one open as f
+// (a log cut to its tail is a new file).
+func replaced(f *os.File, p string) bool {
+	a, err1 := f.Stat()
+	c, err2 := os.Stat(p)
+	if errors.Is(err2, fs.ErrNotExist) {
+		return false
+	}
+	return err1 == nil && err2 == nil && !os.SameFile(a, c)
+}

@@ -1,0 +1,188 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/decreehq/decree/controller/events"
+	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/store"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// watchCursor is where a WatchMessage stream stands: the last event sent,
+// and, inside an attempt's log, the attempt and the next byte offset. Ended
+// says the outcome was sent. On the wire it is "w1.<seq>.<attempt>.<offset>"
+// with ".end" appended once ended; clients treat it as opaque.
+type watchCursor struct {
+	seq     uint64
+	attempt int
+	offset  uint64
+	ended   bool
+}
+
+func (c watchCursor) String() string {
+	s := fmt.Sprintf("w1.%d.%d.%d", c.seq, c.attempt, c.offset)
+	if c.ended {
+		s += ".end"
+	}
+	return s
+}
+
+func parseCursor(s string) (watchCursor, error) {
+	var c watchCursor
+	if s == "" {
+		return c, nil
+	}
+	bad := status.Errorf(codes.InvalidArgument, "cursor %q is not a WatchMessage cursor; pass the cursor of a response, or none to start from the beginning", s)
+	parts := strings.Split(s, ".")
+	if len(parts) < 4 || len(parts) > 5 || parts[0] != "w1" || (len(parts) == 5 && parts[4] != "end") {
+		return c, bad
+	}
+	var err error
+	if c.seq, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
+		return c, bad
+	}
+	if c.attempt, err = strconv.Atoi(parts[2]); err != nil || c.attempt < 0 {
+		return c, bad
+	}
+	if c.offset, err = strconv.ParseUint(parts[3], 10, 64); err != nil {
+		return c, bad
+	}
+	c.ended = len(parts) == 5
+	return c, nil
+}
+
+// messageWatch is one WatchMessage call.
+type messageWatch struct {
+	s      *ControllerServer
+	id     string
+	cur    watchCursor
+	stream decreev1.ControllerService_WatchMessageServer
+}
+
+func (w *messageWatch) send(r *decreev1.WatchMessageResponse) error {
+	r.Cursor = w.cur.String()
+	return w.stream.Send(r)
+}
+
+// WatchMessage follows one message: its events, the routine log of each
+// attempt right after the attempt's ATTEMPT_STARTED, and its outcome. A
+// client that reads slowly is never cut off: the events it has not read yet
+// are replayed from the event log.
+func (s *ControllerServer) WatchMessage(req *decreev1.WatchMessageRequest, stream decreev1.ControllerService_WatchMessageServer) error {
+	ctx := stream.Context()
+	id := req.GetMessageId()
+	if err := store.CheckID(id); err != nil {
+		return status.Errorf(codes.InvalidArgument, "message_id %q is not a message id (<chain>-<seq>)", id)
+	}
+	cur, err := parseCursor(req.GetCursor())
+	if err != nil {
+		return err
+	}
+	v, err := s.d.Store.FindMessage(id)
+	if err != nil {
+		return Status(err)
+	}
+	w := &messageWatch{s: s, id: id, cur: cur, stream: stream}
+	finished := v.State == store.StateDone || v.State == store.StateDead
+	if cur.ended {
+		return w.sendOutcome(v, "")
+	}
+	for {
+		if w.cur.attempt > 0 {
+			if err := w.streamLog(ctx); err != nil {
+				return Status(err)
+			}
+		}
+		ev, err := w.nextEvent(ctx, !finished)
+		if errors.Is(err, errCaughtUp) {
+			// A finished message whose final event the log no longer has
+			// (or has not got yet): the store has the outcome.
+			if v, err = s.d.Store.FindMessage(id); err != nil {
+				return Status(err)
+			}
+			return w.sendOutcome(v, "")
+		}
+		if err != nil {
+			return Status(err)
+		}
+		w.cur.seq, w.cur.attempt, w.cur.offset = ev.Sequence, 0, 0
+		if ev.Kind == events.AttemptStarted {
+			w.cur.attempt = ev.Attempt
+		}
+		if err := w.send(&decreev1.WatchMessageResponse{Item: &decreev1.WatchMessageResponse_Event{Event: eventProto(ev)}}); err != nil {
+			return err
+		}
+		if isFinal(ev) {
+			v, _ := s.d.Store.FindMessage(id)
+			reason := ""
+			if ev.Kind == events.MessageDead {
+				reason = ev.Text
+			}
+			return w.sendOutcome(v, reason)
+		}
+	}
+}
+
+// errCaughtUp ends a replay-only watch that found no final event.
+var errCaughtUp = errors.New("caught up")
+
+// nextEvent returns the message's next event after the cursor. With live
+// false it only replays what the log has, then returns errCaughtUp.
+func (w *messageWatch) nextEvent(ctx context.Context, live bool) (*events.Event, error) {
+	from := w.cur.seq + 1
+	for {
+		ew := w.s.d.Events.Watch(events.WatchOptions{From: from, Follow: live, Filter: func(ev *events.Event) bool {
+			return ev.MessageID == w.id
+		}})
+		ev, err := ew.Next(ctx)
+		ew.Close()
+		var slow *events.SlowWatcherError
+		switch {
+		case errors.As(err, &slow):
+			from = slow.Resume
+			continue
+		case errors.Is(err, io.EOF):
+			return nil, errCaughtUp
+		}
+		return ev, err
+	}
+}
+
+// streamLog sends the routine log of the cursor's attempt from its offset
+// until the attempt ends.
+func (w *messageWatch) streamLog(ctx context.Context) error {
+	attempt := w.cur.attempt
+	var seq uint64
+	err := w.s.d.Leases.Follow(ctx, w.id, attempt, lease.DefaultStream, w.cur.offset, func(off uint64, data []byte) error {
+		w.cur.offset = off + uint64(len(data))
+		c := &decreev1.LogChunk{MessageId: w.id, Attempt: int32(attempt), Stream: lease.DefaultStream, Sequence: seq, Offset: off, Data: data}
+		seq++
+		return w.send(&decreev1.WatchMessageResponse{Item: &decreev1.WatchMessageResponse_Log{Log: c}})
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil // the attempt never wrote a log (its beforeEach hook failed)
+	}
+	return err
+}
+
+// sendOutcome sends the final response.
+func (w *messageWatch) sendOutcome(v store.MessageView, reason string) error {
+	out := &decreev1.MessageOutcome{MessageId: w.id, State: messageStates[v.State], Reason: reason}
+	if v.State == store.StateDead && reason == "" {
+		out.Reason = v.Problem
+	}
+	if run, err := w.s.d.Store.OpenRun(w.id); err == nil {
+		out.Attempts = int32(len(run.State().Attempts))
+	}
+	w.cur.attempt, w.cur.offset, w.cur.ended = 0, 0, true
+	return w.send(&decreev1.WatchMessageResponse{Item: &decreev1.WatchMessageResponse_Outcome{Outcome: out}})
+}
