@@ -273,3 +273,36 @@ fi`, ledger, n))
 		t.Errorf("dead: %v", dead)
 	}
 }
+
+// TestSecondRunTakesOver: a second `decreectl run` joined the first one's
+// controller; Ctrl-C stops the first; the second takes over, finishes its
+// own chain, and leaves the first one's interrupted message alone.
+func TestSecondRunTakesOver(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.routine("develop", "", `echo "$message_id" >> .decree/ran.txt
+if grep -q slow "$message_file"; then touch .decree/slow-started; sleep 120; fi`)
+	first := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "a", "-p", "slow work")
+	testtool.WaitFor(t, 30*time.Second, "the first routine to start", func() bool { return p.exists(".decree/slow-started") })
+	second := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "b", "-p", "quick work")
+	testtool.WaitFor(t, 30*time.Second, "the second message to be queued", func() bool { return p.exists(".decree/inbox/b.md") })
+	first.Signal(syscall.SIGINT)
+	if code := first.Wait(t, 30*time.Second); code != 130 {
+		t.Errorf("first run exited %d, want 130\n%s", code, first.Out)
+	}
+	if code := second.Wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("second run exited %d, want 0\n%s", code, second.Out)
+	}
+	contains(t, "second run", second.Out.String(), "taking over")
+	if !p.exists(".decree/inbox/done/b.md") {
+		t.Errorf("b is not done: inbox %v", p.messages(".decree/inbox"))
+	}
+	if got := p.messages(".decree/inbox"); len(got) != 1 || got[0] != "a.md" {
+		t.Errorf("inbox = %v, want the interrupted a.md only", got)
+	}
+	ran := strings.Fields(p.read(".decree/ran.txt"))
+	if len(ran) != 2 {
+		t.Errorf("routine runs %v, want a once and b once", ran)
+	}
+}

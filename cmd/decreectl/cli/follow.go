@@ -8,7 +8,13 @@ import (
 	"sync"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
+
+// errControllerGone is wrapped by follow when the controller went away
+// (it stopped, or its connection broke) before the work finished.
+var errControllerGone = errors.New("the controller went away")
 
 // followSpec says which events to follow and when to stop.
 type followSpec struct {
@@ -46,10 +52,13 @@ func (g *globals) follow(ctx context.Context, c decreev1.ControllerServiceClient
 		stopCountdown()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return res, errors.New("the controller closed the event stream before the work finished")
+				return res, fmt.Errorf("%w: the controller closed the event stream before the work finished", errControllerGone)
 			}
 			if ctx.Err() != nil {
 				return res, ctx.Err()
+			}
+			if status.Code(err) == codes.Unavailable {
+				return res, fmt.Errorf("%w: %v", errControllerGone, describe(err))
 			}
 			return res, describe(err)
 		}

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // interrupted ends a command stopped by Ctrl-C (or SIGTERM) while it
@@ -32,4 +36,45 @@ func (g *globals) interrupted(s *session, id string) error {
 		ids[i] = in.MessageID
 	}
 	return &exitError{code: 130, msg: "interrupted " + strings.Join(ids, ", ")}
+}
+
+// followChain follows chain to its end. When this command joined another
+// decreectl's controller and that controller goes away before the chain
+// finished (its user pressed Ctrl-C), it takes over: it connects again,
+// which starts a controller of its own once the project is free, makes the
+// chain that controller's work, and goes on following from the last event
+// seen (the event log is on disk, so nothing in between is missed). *s is
+// replaced by the new session.
+func (g *globals) followChain(ctx context.Context, s **session, from uint64, chain string, logs bool) (followResult, error) {
+	var total followResult
+	for {
+		res, err := g.follow(ctx, (*s).client, followSpec{
+			from: from, chain: chain, logs: logs,
+			done: func(ev *decreev1.Event) bool {
+				return ev.GetKind() == decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED && ev.GetChain() == chain
+			},
+		})
+		total.succeeded += res.succeeded
+		total.dead += res.dead
+		if res.last != nil {
+			total.last = res.last
+			from = res.last.GetSequence() + 1
+		}
+		if err == nil || ctx.Err() != nil || !errors.Is(err, errControllerGone) || (*s).embedded != nil || g.controller != "" {
+			return total, err
+		}
+		fmt.Fprintf(g.stderr, "decree: the controller serving this project stopped before chain %s finished; taking over\n", chain)
+		(*s).close()
+		ns, err := g.connect(ctx)
+		if err != nil {
+			return total, err
+		}
+		*s = ns
+		if ns.embedded != nil {
+			p := ns.embedded.Pipeline()
+			p.Own(chain)
+			p.Resume()
+			p.Wake()
+		}
+	}
 }

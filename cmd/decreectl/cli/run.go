@@ -135,12 +135,8 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 	}
 	m := resp.GetMessage()
 	fmt.Fprintf(g.stderr, "decree: queued %s as %s\n", m.GetName(), m.GetId())
-	res, err := g.follow(ctx, s.client, followSpec{
-		from: resp.GetEventSequence(), chain: m.GetChain(), logs: !f.quiet,
-		done: func(ev *decreev1.Event) bool {
-			return ev.GetKind() == decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED && ev.GetChain() == m.GetChain()
-		},
-	})
+	res, err := g.followChain(ctx, &s, resp.GetEventSequence(), m.GetChain(), !f.quiet)
+	defer s.close() // the session may have changed (followChain took over)
 	if err != nil {
 		if ctx.Err() != nil {
 			return g.interrupted(s, m.GetId())
