@@ -96,7 +96,12 @@ func (p *Pipeline) routeByAI(ctx context.Context, cfg *config.Config, lib routin
 		fmt.Fprintf(&b, "- %s: %s\n", en.Name, strings.ReplaceAll(strings.TrimSpace(desc), "\n", " "))
 	}
 	fmt.Fprintf(&b, "\nDefault routine: %s\n\nTask:\n", cfg.DefaultRoutine)
-	b.Write(e.Message.Body)
+	body, err := p.queuedBody(e)
+	if err != nil {
+		p.warn(ctx, e.ID, fmt.Sprintf("router: read the message body: %v", err))
+		return ""
+	}
+	b.Write(body)
 	if in := e.Message.InputFile(); in != "" {
 		fmt.Fprintf(&b, "\n(The task's input file is %s.)\n", in)
 	}

@@ -67,9 +67,7 @@ func (s *Store) Messages() ([]MessageView, error) {
 	}
 	for _, f := range done {
 		v := MessageView{Name: layout.MessageStem(f), State: StateDone}
-		if b, err := os.ReadFile(s.path(layout.Done, f)); err == nil {
-			v.fill(b)
-		}
+		v.fillFrom(s.path(layout.Done, f))
 		out = append(out, v)
 	}
 	dead, err := s.ListDead()
@@ -79,18 +77,19 @@ func (s *Store) Messages() ([]MessageView, error) {
 	for _, d := range dead {
 		v := MessageView{ID: d.Note.MessageID, Name: layout.MessageStem(d.File), State: StateDead,
 			Problem: strings.TrimSpace(d.Note.Reason + ": " + firstLine(d.Note.Detail))}
-		v.fill(d.Content)
+		v.fillFrom(s.path(layout.Dead, d.File))
 		out = append(out, v)
 	}
 	return out, nil
 }
 
-// fill sets the parsed message and, where still unknown, its id parts.
-func (v *MessageView) fill(content []byte) {
+// fillFrom sets the message's frontmatter, read from the file at path
+// (never its body), and, where still unknown, its id parts.
+func (v *MessageView) fillFrom(path string) {
 	if chain, seq, ok := message.SplitID(v.ID); ok && v.Chain == "" {
 		v.Chain, v.Seq = chain, seq
 	}
-	m, err := message.Parse(content)
+	m, err := readHeadFile(path)
 	if err != nil {
 		return
 	}

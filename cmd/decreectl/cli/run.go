@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,10 +28,8 @@ type runFlags struct {
 	quiet  bool
 }
 
-// maxBodyBytes is the largest message body decreectl sends: the message
-// size limit shared by every decree connection, less room for the
-// request's other fields.
-const maxBodyBytes = auth.MaxMessageBytes - 1<<20
+// maxBodyBytes is the largest message body decreectl sends.
+const maxBodyBytes = auth.MaxBodyBytes
 
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
@@ -91,18 +90,14 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 			return &exitError{code: 2, msg: fmt.Sprintf("-m %q: %v", f.name, err)}
 		}
 	}
-	body := []byte(f.prompt)
+	var body io.Reader = strings.NewReader(f.prompt)
 	stdinTTY := g.stdinIsTerminal()
 	if f.prompt == "" && !stdinTTY {
-		// Read at most one byte more than a message may hold, so a huge
-		// input is refused without being read into memory.
-		body, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxBodyBytes+1))
-		if err != nil {
-			return fmt.Errorf("read the message body from standard input: %w", err)
+		// The body is sent in pieces as it is read (see submitStream).
+		body = cmd.InOrStdin()
+		if err := checkBodySize(body); err != nil {
+			return &exitError{code: 2, msg: err.Error()}
 		}
-	}
-	if len(body) > maxBodyBytes {
-		return &exitError{code: 2, msg: fmt.Sprintf("the message body is over %d MiB, the most one message may carry; put the content in a file in the project and name it in the message (e.g. -v input_file=PATH)", maxBodyBytes>>20)}
 	}
 	interactive := f.prompt == "" && len(f.vars) == 0 && f.name == "" && stdinTTY
 	if g.controller == "" {
@@ -121,9 +116,12 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 		if answers, fields, err = g.askInteractive(ctx, s); err != nil {
 			return err
 		}
-		f.name, body = answers.Name, []byte(answers.Body)
+		f.name, body = answers.Name, strings.NewReader(answers.Body)
 	}
-	resp, err := s.client.SubmitMessage(ctx, &decreev1.SubmitMessageRequest{Name: f.name, Body: body, Fields: fields})
+	resp, err := submitStream(ctx, s.client, &decreev1.SubmitMessageRequest{Name: f.name, Fields: fields}, body)
+	if errors.Is(err, errBodyTooLarge) {
+		return &exitError{code: 2, msg: err.Error()}
+	}
 	if err != nil {
 		return describe(err)
 	}
