@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/auth"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
@@ -68,8 +68,8 @@ sha256sum < "$message_file" | cut -d' ' -f1 > message-sha.txt`)
 			ws = t.TempDir()
 		}
 		w := start(t, ws, "decree-worker", "--controller", "unix://"+p.path(".decree/decree.sock"), "--workspace", ws, "--id", "body-worker")
-		peaks = append(peaks, peak{"decree-controller", func() int { return procStatusKiB(t, c.Cmd.Process.Pid, "VmHWM") }},
-			peak{"decree-worker", func() int { return procStatusKiB(t, w.Cmd.Process.Pid, "VmHWM") }})
+		peaks = append(peaks, peak{"decree-controller", func() int { return testtool.ProcStatusKiB(t, c.Cmd.Process.Pid, "VmHWM") }},
+			peak{"decree-worker", func() int { return testtool.ProcStatusKiB(t, w.Cmd.Process.Pid, "VmHWM") }})
 	}
 
 	ctlKiB, out := runCtlFromFile(t, p.dir, bodyPath, "run", "-q", "-m", "big", "-v", "routine=develop")
@@ -214,24 +214,4 @@ func runCtlFromFile(t *testing.T, dir, in string, args ...string) (int, string) 
 		t.Skip("no rusage for decreectl: this test measures memory on Linux only")
 	}
 	return int(ru.Maxrss), string(out)
-}
-
-// procStatusKiB reads a "VmHWM"/"VmRSS" line of /proc/PID/status, in KiB.
-func procStatusKiB(t *testing.T, pid int, key string) int {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Skipf("no /proc status (%v): this test measures memory on Linux only", err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, key+":"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			if err != nil {
-				t.Fatalf("parse %q: %v", line, err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s line", pid, key)
-	return 0
 }
