@@ -274,9 +274,5 @@ func (p *Pipeline) messageOf(run *store.Run) (*message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(mp)
-	if err != nil {
-		return nil, err
-	}
-	return message.Parse(b)
+	return message.ReadHeadFile(mp)
 }

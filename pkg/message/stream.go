@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 // Streaming
@@ -133,4 +134,20 @@ func (m *Message) RenderTo(w io.Writer, body io.Reader) (int64, error) {
 	}
 	n, err := br.WriteTo(w)
 	return written + n, err
+}
+
+// ReadHeadFile reads the frontmatter of the message file at path (see
+// ReadHead); the body is not read. A file that cannot be read gives its
+// *fs.PathError, a frontmatter that does not parse a *ParseError.
+func ReadHeadFile(path string) (*Message, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h, err := ReadHead(f)
+	if err != nil {
+		return nil, err
+	}
+	return h.Message, nil
 }
