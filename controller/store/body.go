@@ -24,7 +24,7 @@ import (
 // readHeadFile reads the frontmatter of the message file at path. The
 // body is not read.
 func readHeadFile(path string) (*message.Message, error) {
-	f, err := fsutil.OpenFileNoFollow(path)
+	f, err := fsutil.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func readHeadFile(path string) (*message.Message, error) {
 // file src to dst, crash-safely (dst may be src: the file is replaced by a
 // rename once the copy is complete).
 func rewriteFile(dst, src string, m *message.Message, sync bool) error {
-	f, err := fsutil.OpenFileNoFollow(src)
+	f, err := fsutil.OpenRegular(src)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (s *Store) OpenBody(v MessageView) (*BodyReader, error) {
 		dir = layout.Dead
 	}
 	p := s.path(dir, v.Name+layout.MessageExt)
-	f, err := fsutil.OpenFileNoFollow(p)
+	f, err := fsutil.OpenRegular(p)
 	if err != nil {
 		return nil, fmt.Errorf("read the body of message %s: %w", v.Name, err)
 	}
