@@ -7,7 +7,8 @@
 #   drivers     200 MB of routine output through a driver vs bash > /dev/null,
 #               for two routines, with the splice floor of pipe capture
 #   worker      routine output through the worker's log shipping (heap)
-#   memory      decreectl's peak RSS with a 200 MB and a 1 GB file vs git add
+#   memory      decreectl's peak RSS with a 200 MB and a 1 GB file vs git add;
+#               then each process's peak RSS with a 60 MB message vs cat
 # A run takes several minutes and a few GB of temporary disk.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +17,7 @@ echo "== checkpoint"; "$here/checkpoint/run.sh"
 echo; echo "== replica"; "$here/replica/run.sh"
 echo; echo "== pipeline"; "$here/pipeline/run.sh"
 echo; echo "== memory"; "$here/memory/run.sh" 1,200,1024
+echo; echo "== memory (message body)"; "$here/memory/run.sh" -message 60
 cd "$repo"
 echo; echo "== drivers"; go test -run '^$' -bench Stream200MB -benchtime 3x ./pkg/driver/shell/
 echo; echo "== worker"; go test -run '^$' -bench RoutineOutput -benchtime 3x ./worker/

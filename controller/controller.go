@@ -213,7 +213,7 @@ func (c *Controller) open() error {
 		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
 		Cron: c.cron, Daemon: c.opts.Daemon,
 	}))
-	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep))
+	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep).WithRunFiles(st))
 	c.health = health.NewServer()
 	healthpb.RegisterHealthServer(c.server, c.health)
 	reflection.Register(c.server)

@@ -1,14 +1,12 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -180,41 +178,10 @@ func (w *worker) execute(ctx context.Context, a *decreev1.Assignment, buf io.Wri
 	default:
 		return nil, fmt.Errorf("assignment for %s has kind %v, which this worker does not know; upgrade the worker", a.GetMessageId(), a.GetKind())
 	}
-	if err := writeRunFiles(w.workspace, a); err != nil {
+	if err := w.writeRunFiles(ctx, a); err != nil {
 		return nil, err
 	}
 	return w.opts.Executor.Execute(ctx, a, w.workspace, buf)
-}
-
-// writeRunFiles writes Assignment.run_files into <workspace>/<message_dir>/,
-// confined to the workspace.
-func writeRunFiles(ws string, a *decreev1.Assignment) error {
-	if len(a.GetRunFiles()) == 0 {
-		return nil
-	}
-	dir := a.GetMessageDir()
-	if dir == "" {
-		return fmt.Errorf("assignment for %s carries run files but no message_dir; the controller must name the run directory", a.GetMessageId())
-	}
-	if err := mkdirConfined(ws, dir); err != nil {
-		return fmt.Errorf("create run directory of %s: %w", a.GetMessageId(), err)
-	}
-	for _, f := range a.GetRunFiles() {
-		if err := fsutil.CheckName("run file", f.GetName()); err != nil {
-			return fmt.Errorf("place run files of %s: %w", a.GetMessageId(), err)
-		}
-		full, err := fsutil.ConfinedJoin(ws, path.Join(dir, f.GetName()))
-		if err != nil {
-			return fmt.Errorf("place run file %s of %s: %w", f.GetName(), a.GetMessageId(), err)
-		}
-		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, f.GetContent()) {
-			continue // a worker in the controller's tree finds the files in place
-		}
-		if err := fsutil.WriteFileAtomic(full, f.GetContent(), 0o644); err != nil {
-			return fmt.Errorf("place run file of %s: %w", a.GetMessageId(), err)
-		}
-	}
-	return nil
 }
 
 // complete reports the result, retrying across reconnections until the

@@ -11,6 +11,14 @@
 //	go run ./bench/memory -decreectl /tmp/decreectl -sizes 1,200,1024
 //
 // The goal (issue #12) is decreectl under 100 MB whatever the file size.
+//
+// With -scenario message it measures instead one message with a large body
+// (see message.go): the peak RSS of decreectl, decree-controller and
+// decree-worker, embedded, as separate processes, and with a replica
+// worker, against `cat` of the same body into a file:
+//
+//	go build -o /tmp/decree-bin/ ./cmd/...
+//	go run ./bench/memory -scenario message -bins /tmp/decree-bin -sizes 60
 package main
 
 import (
@@ -36,23 +44,48 @@ func main() {
 	decreectl := flag.String("decreectl", "", "decreectl binary to measure (required)")
 	sizes := flag.String("sizes", "1,200", "file sizes in MB, comma-separated")
 	keep := flag.Bool("keep", false, "keep the temporary projects")
+	scenario := flag.String("scenario", "file", "file: a routine writes a large file; message: a large message body")
+	bins := flag.String("bins", "", "directory of decreectl, decree-controller and decree-worker (scenario message)")
+	modes := flag.String("modes", "embedded,separate,replica", "scenario message: embedded, separate, replica")
 	flag.Parse()
+	if *scenario == "message" {
+		if *bins == "" {
+			fmt.Fprintln(os.Stderr, "memory: -bins is required (go build -o /tmp/decree-bin/ ./cmd/...)")
+			os.Exit(2)
+		}
+		fmt.Printf("%-8s %-9s %-18s %-12s %-12s %-8s %-10s %s\n", "body", "mode", "process", "peak RSS", "cat RSS", "ratio", "goal<100MB", "time")
+		for _, mb := range parseSizes(*sizes) {
+			if err := measureMessage(*bins, mb, strings.Split(*modes, ","), *keep); err != nil {
+				fmt.Fprintf(os.Stderr, "memory: %d MB message: %v\n", mb, err)
+				os.Exit(1)
+			}
+		}
+		return
+	}
 	if *decreectl == "" {
 		fmt.Fprintln(os.Stderr, "memory: -decreectl is required (go build -o /tmp/decreectl ./cmd/decreectl)")
 		os.Exit(2)
 	}
 	fmt.Printf("%-8s %-14s %-14s %-8s %-10s %-12s %s\n", "size", "decreectl RSS", "git add RSS", "ratio", "goal<100MB", "run dir", "time")
-	for _, s := range strings.Split(*sizes, ",") {
-		mb, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || mb <= 0 {
-			fmt.Fprintf(os.Stderr, "memory: bad size %q\n", s)
-			os.Exit(2)
-		}
+	for _, mb := range parseSizes(*sizes) {
 		if err := measure(*decreectl, mb, *keep); err != nil {
 			fmt.Fprintf(os.Stderr, "memory: %d MB: %v\n", mb, err)
 			os.Exit(1)
 		}
 	}
+}
+
+func parseSizes(sizes string) []int {
+	var out []int
+	for _, s := range strings.Split(sizes, ",") {
+		mb, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || mb <= 0 {
+			fmt.Fprintf(os.Stderr, "memory: bad size %q\n", s)
+			os.Exit(2)
+		}
+		out = append(out, mb)
+	}
+	return out
 }
 
 func measure(decreectl string, mb int, keep bool) error {

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,30 +10,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/decreehq/decree/internal/testtool"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
-
-// procStatusKB reads a "VmRSS"/"VmHWM" line of /proc/PID/status, in KiB.
-func procStatusKB(t *testing.T, pid int, key string) int {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Skipf("no /proc status for the controller (%v): this test measures memory on Linux only", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			if err != nil {
-				t.Fatalf("parse %s line %q: %v", key, sc.Text(), err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s line", pid, key)
-	return 0
-}
 
 // TestUnauthenticatedBodiesCostNoMemory sends 4 concurrent 60 MB
 // SubmitMessage calls without a token to a decree-controller process: each
@@ -65,7 +39,7 @@ func TestUnauthenticatedBodiesCostNoMemory(t *testing.T) {
 	if _, err := client.GetStatus(ctx, &decreev1.GetStatusRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("GetStatus without a token: %v, want Unauthenticated", err)
 	}
-	before := procStatusKB(t, pid, "VmHWM")
+	before := testtool.ProcStatusKiB(t, pid, "VmHWM")
 
 	req := &decreev1.SubmitMessageRequest{Name: "flood", Body: make([]byte, body)}
 	var wg sync.WaitGroup
@@ -83,7 +57,7 @@ func TestUnauthenticatedBodiesCostNoMemory(t *testing.T) {
 			t.Errorf("call %d: %v, want Unauthenticated", i, err)
 		}
 	}
-	after := procStatusKB(t, pid, "VmHWM")
+	after := testtool.ProcStatusKiB(t, pid, "VmHWM")
 	t.Logf("controller VmHWM %d KiB before, %d KiB after 4 unauthenticated 60 MB calls (+%d KiB)", before, after, after-before)
 	if grown := after - before; grown > 8<<10 {
 		t.Errorf("the controller's peak RSS grew by %d KiB (from %d KiB) for refused calls; want at most 8 MiB", grown, before)

@@ -41,6 +41,11 @@ type RoutineRef struct {
 type File struct {
 	Name    string
 	Content []byte
+	// Size is the file's size; Fetch is set when Content is left empty
+	// because the file is too large to travel in the assignment (the
+	// worker reads it with GetRunFile).
+	Size  int64
+	Fetch bool
 }
 
 // Work is what the processing loop hands to a worker: the controller's
@@ -79,7 +84,7 @@ func (w *Work) assignment() *decreev1.Assignment {
 		a.Routine = &decreev1.RoutineRef{Name: r.Name, Driver: r.Driver, Path: r.Path, Content: r.Content, Format: r.Format.Wire()}
 	}
 	for _, f := range w.RunFiles {
-		a.RunFiles = append(a.RunFiles, &decreev1.RunFile{Name: f.Name, Content: f.Content})
+		a.RunFiles = append(a.RunFiles, &decreev1.RunFile{Name: f.Name, Content: f.Content, Size: uint64(f.Size), Fetch: f.Fetch})
 	}
 	if w.Tree != nil {
 		a.Tree = w.Tree.Proto()

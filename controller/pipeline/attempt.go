@@ -207,6 +207,12 @@ func (p *Pipeline) routineRef(rt routine.Routine) (*lease.RoutineRef, error) {
 	return &lease.RoutineRef{Name: rt.Name, Driver: rt.Format.Driver(), Path: rel, Content: content, Format: rt.Format}, nil
 }
 
+// runFileInlineLimit is the largest run file that travels inside an
+// assignment; a larger one (a large message.md) is listed with Fetch set
+// and the worker streams it with GetRunFile, so that neither side holds it
+// whole.
+const runFileInlineLimit = 1 << 20
+
 // runFiles are the run-directory files a worker places before running.
 func runFiles(run *store.Run) []lease.File {
 	var out []lease.File
@@ -215,8 +221,16 @@ func runFiles(run *store.Run) []lease.File {
 		if err != nil {
 			continue
 		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Size() > runFileInlineLimit {
+			out = append(out, lease.File{Name: name, Size: fi.Size(), Fetch: true})
+			continue
+		}
 		if b, err := os.ReadFile(p); err == nil {
-			out = append(out, lease.File{Name: name, Content: b})
+			out = append(out, lease.File{Name: name, Content: b, Size: int64(len(b))})
 		}
 	}
 	return out

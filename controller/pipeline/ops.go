@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -22,9 +24,12 @@ var ErrInvalid = errors.New("invalid argument")
 
 // Submission is a new root message from a client.
 type Submission struct {
-	Name   string
-	Body   []byte
-	Fields []message.Field
+	Name string
+	Body []byte
+	// BodyFrom, when set, is read for the body instead of Body (a body
+	// stored in a file as it arrived), streamed into the inbox file.
+	BodyFrom io.ReadSeeker
+	Fields   []message.Field
 	// Chain, when set, is the chain id to use (one the caller reserved
 	// with Store.ReserveChain); a fresh one otherwise.
 	Chain string
@@ -44,7 +49,7 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 	if err != nil {
 		return store.Entry{}, 0, err
 	}
-	m := &message.Message{Body: sub.Body, HasFrontmatter: len(sub.Fields) > 0}
+	m := &message.Message{HasFrontmatter: len(sub.Fields) > 0}
 	for _, f := range sub.Fields {
 		if reservedFields[f.Key] {
 			return store.Entry{}, 0, fmt.Errorf("%w: field %s is derived by decree and cannot be set", ErrInvalid, f.Key)
@@ -86,10 +91,18 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 	} else if in := m.InputFile(); in != "" {
 		name = message.KebabName(strings.TrimSuffix(strings.TrimSuffix(path.Base(in), ".md"), ".spec"))
 	} else {
-		name = p.DeriveName(ctx, cfg, sub.Body)
+		body, err := submittedBody(sub)
+		if err != nil {
+			return store.Entry{}, 0, fmt.Errorf("read the submitted body: %w", err)
+		}
+		name = p.DeriveName(ctx, cfg, body)
 	}
 	seq := p.d.Events.Last() + 1
-	e, err := p.d.Store.CreateMessage(name, m)
+	from := sub.BodyFrom
+	if from == nil {
+		from = bytes.NewReader(sub.Body)
+	}
+	e, err := p.d.Store.CreateMessageFrom(name, m, from)
 	if err != nil {
 		return store.Entry{}, 0, err
 	}
@@ -311,9 +324,5 @@ func (p *Pipeline) messageOf(run *store.Run) (*message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(mp)
-	if err != nil {
-		return nil, err
-	}
-	return message.Parse(b)
+	return message.ReadHeadFile(mp)
 }

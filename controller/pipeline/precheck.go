@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -85,10 +84,8 @@ func (p *Pipeline) PreCheckTargets(cfg *config.Config, names []string, allEnable
 func (p *Pipeline) migrationRoutine(cfg *config.Config, file string) string {
 	full, err := fsutil.ConfinedJoin(p.d.Store.Root(), path.Join(cfg.MigrationsDir, file))
 	if err == nil {
-		if data, err := os.ReadFile(full); err == nil {
-			if spec, err := message.Parse(data); err == nil && spec.Routine() != "" {
-				return spec.Routine()
-			}
+		if spec, err := message.ReadHeadFile(full); err == nil && spec.Routine() != "" {
+			return spec.Routine()
 		}
 	}
 	if cfg.DefaultRoutine != "" {

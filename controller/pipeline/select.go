@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -29,15 +30,14 @@ func (p *Pipeline) chooseRoutine(ctx context.Context, cfg *config.Config, e stor
 			return routine.Routine{}, &store.DeadNote{Reason: "InvalidInputFile", MessageID: e.ID,
 				Detail: fmt.Sprintf("input_file %q: %v", in, err)}
 		}
-		data, err := os.ReadFile(full)
-		if err != nil {
+		spec, err := message.ReadHeadFile(full) // the spec's frontmatter only
+		var pe *message.ParseError
+		if err != nil && !errors.As(err, &pe) {
 			return routine.Routine{}, &store.DeadNote{Reason: "InputFileNotFound", MessageID: e.ID,
 				Detail: fmt.Sprintf("input_file %q cannot be read: %v\nCreate the file or fix input_file, then requeue the message.", in, err)}
 		}
-		if name == "" {
-			if spec, err := message.Parse(data); err == nil && spec.Routine() != "" {
-				name, explicit = spec.Routine(), true
-			}
+		if name == "" && err == nil && spec.Routine() != "" {
+			name, explicit = spec.Routine(), true
 		}
 	}
 	if name == "" && cfg.Commands.Router != "" {
@@ -96,7 +96,12 @@ func (p *Pipeline) routeByAI(ctx context.Context, cfg *config.Config, lib routin
 		fmt.Fprintf(&b, "- %s: %s\n", en.Name, strings.ReplaceAll(strings.TrimSpace(desc), "\n", " "))
 	}
 	fmt.Fprintf(&b, "\nDefault routine: %s\n\nTask:\n", cfg.DefaultRoutine)
-	b.Write(e.Message.Body)
+	body, err := p.queuedBody(e)
+	if err != nil {
+		p.warn(ctx, e.ID, fmt.Sprintf("router: read the message body: %v", err))
+		return ""
+	}
+	b.Write(body)
 	if in := e.Message.InputFile(); in != "" {
 		fmt.Fprintf(&b, "\n(The task's input file is %s.)\n", in)
 	}

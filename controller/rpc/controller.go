@@ -147,35 +147,10 @@ func sendFile(path string, offset uint64, send func(uint64, []byte) error) error
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := f.ReadAt(buf, int64(offset))
-		if n > 0 {
-			if serr := send(offset, buf[:n]); serr != nil {
-				return serr
-			}
-			offset += uint64(n)
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	if _, err := f.Seek(int64(offset), io.SeekStart); err != nil {
+		return err
 	}
-}
-
-// GetMessage returns one message with its body.
-func (s *ControllerServer) GetMessage(ctx context.Context, req *decreev1.GetMessageRequest) (*decreev1.GetMessageResponse, error) {
-	v, err := s.d.Store.FindMessage(req.GetId())
-	if err != nil {
-		return nil, Status(err)
-	}
-	resp := &decreev1.GetMessageResponse{Message: s.messageView(v)}
-	if v.Message != nil {
-		resp.Body = v.Message.Body
-	}
-	return resp, nil
+	return sendReader(f, offset, send)
 }
 
 // GetRun returns one run.

@@ -120,6 +120,7 @@ type WorkerServer struct {
 	decreev1.UnimplementedWorkerServiceServer
 	m   *lease.Manager
 	rep *replica.Service
+	st  *store.Store // run files for GetRunFile (WithRunFiles)
 }
 
 // NewWorkerServer returns the adapter; register it with

@@ -58,14 +58,26 @@ func (l *submitLocks) lock(key string) func() {
 
 // SubmitMessage validates and queues a root message, once per request_id.
 func (s *ControllerServer) SubmitMessage(ctx context.Context, req *decreev1.SubmitMessageRequest) (*decreev1.SubmitMessageResponse, error) {
+	sub := submissionOf(req)
+	if err := s.validateSubmission(sub); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(req.GetBody())
+	return s.submit(ctx, sub, req.GetRequestId(), submissionDigest(req, sum[:], int64(len(req.GetBody()))))
+}
+
+// submissionOf is the submission a request describes (its body in memory).
+func submissionOf(req *decreev1.SubmitMessageRequest) pipeline.Submission {
 	sub := pipeline.Submission{Name: req.GetName(), Body: req.GetBody()}
 	for _, f := range req.GetFields() {
 		sub.Fields = append(sub.Fields, message.Field{Key: f.GetKey(), Value: f.GetValue()})
 	}
-	if err := s.validateSubmission(sub); err != nil {
-		return nil, err
-	}
-	key := req.GetRequestId()
+	return sub
+}
+
+// submit queues a validated submission, once per request_id key (every
+// time when key is empty); digest identifies what it asks for.
+func (s *ControllerServer) submit(ctx context.Context, sub pipeline.Submission, key, digest string) (*decreev1.SubmitMessageResponse, error) {
 	if key == "" {
 		e, seq, err := s.d.Pipeline.Submit(ctx, sub)
 		if err != nil {
@@ -78,7 +90,6 @@ func (s *ControllerServer) SubmitMessage(ctx context.Context, req *decreev1.Subm
 	}
 	unlock := s.submits.lock(key)
 	defer unlock()
-	digest := submissionDigest(req)
 	rec, found, err := s.d.Store.LookupRequest(key)
 	if err != nil {
 		return nil, Status(err)
@@ -136,11 +147,12 @@ func orPending(id string) string {
 	return id
 }
 
-// submissionDigest identifies what a request asks for, request_id aside.
-func submissionDigest(req *decreev1.SubmitMessageRequest) string {
+// submissionDigest identifies what a request asks for, request_id aside:
+// its name, fields and the body given by its SHA-256 and size, so that a
+// body in memory and one streamed in pieces give the same digest.
+func submissionDigest(req *decreev1.SubmitMessageRequest, bodySum []byte, bodySize int64) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%d:%s\x00%d:", len(req.GetName()), req.GetName(), len(req.GetBody()))
-	h.Write(req.GetBody())
+	fmt.Fprintf(h, "%d:%s\x00%d:%x", len(req.GetName()), req.GetName(), bodySize, bodySum)
 	for _, f := range req.GetFields() {
 		fmt.Fprintf(h, "\x00%d:%s=%d:%s", len(f.GetKey()), f.GetKey(), len(f.GetValue()), f.GetValue())
 	}

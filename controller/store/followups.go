@@ -197,7 +197,7 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		}
 		// Rewrite in place first, then rename: a crash in between leaves
 		// the file in outbox/, collected again next time.
-		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
+		if err := rewriteFile(p, p, m, true); err != nil {
 			return out, fmt.Errorf("collect follow-up %s of %s: %w", src, curID, err)
 		}
 		if _, err := os.Lstat(s.path(layout.Inbox, target)); err == nil {
@@ -254,18 +254,28 @@ func checkFollowUpName(name, chain string, seq int) string {
 
 // checkFollowUpContent returns why the file is not a usable message, or "".
 func (s *Store) checkFollowUpContent(p string) string {
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return "it cannot be read: " + err.Error()
-	}
-	m, err := message.Parse(data)
-	if err != nil {
-		return "it does not parse: " + err.Error()
+	m, problem := readFollowUp(p)
+	if problem != "" {
+		return problem
 	}
 	if err := message.Normalize(m, message.NormalizeInput{FileName: fileBase(p)}); err != nil {
 		return err.Error()
 	}
 	return ""
+}
+
+// readFollowUp reads a follow-up's frontmatter (its body stays on disk),
+// or says why it cannot.
+func readFollowUp(p string) (*message.Message, string) {
+	m, err := readHeadFile(p)
+	var pe *message.ParseError
+	switch {
+	case errors.As(err, &pe):
+		return nil, "it does not parse: " + err.Error()
+	case err != nil:
+		return nil, "it cannot be read: " + err.Error()
+	}
+	return m, ""
 }
 
 func fileBase(p string) string {
@@ -280,13 +290,9 @@ func (s *Store) outboxMessage(p string, de fs.DirEntry, target string) (*message
 	if !de.Type().IsRegular() {
 		return nil, "it is not a regular file (a symlink?); write the follow-up as a plain file"
 	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, "it cannot be read: " + err.Error()
-	}
-	m, err := message.Parse(data)
-	if err != nil {
-		return nil, "it does not parse: " + err.Error()
+	m, problem := readFollowUp(p)
+	if problem != "" {
+		return nil, problem
 	}
 	m.Delete("id")
 	m.Delete("chain")

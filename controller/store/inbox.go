@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -217,8 +218,9 @@ func sortEntries(es []Entry) {
 // and is listed again once space is freed.
 func (s *Store) loadInboxEntry(e *Entry) bool {
 	p := s.path(layout.Inbox, e.File)
-	data, err := fsutil.ReadRegular(p)
-	if err != nil {
+	m, err := readHeadFile(p) // the frontmatter only: entries never hold bodies
+	var pe *message.ParseError
+	if err != nil && !errors.As(err, &pe) {
 		reason := ReasonInvalidMessage
 		if errors.Is(err, fsutil.ErrNotRegular) {
 			reason = ReasonNotRegularFile
@@ -226,7 +228,6 @@ func (s *Store) loadInboxEntry(e *Entry) bool {
 		e.Err = &BadMessageError{File: e.File, Reason: reason, Err: fmt.Errorf("it cannot be read: %w", err)}
 		return true
 	}
-	m, err := message.Parse(data)
 	if err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
 		return true
@@ -243,7 +244,7 @@ func (s *Store) loadInboxEntry(e *Entry) bool {
 		return true
 	}
 	if fresh {
-		if err := fsutil.WriteFileAtomic(p, m.Render(), 0o644); err != nil {
+		if err := rewriteFile(p, p, m, true); err != nil {
 			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 				s.log.Error("disk full: a new message stays in the inbox until space is freed", "file", e.File, "err", err)
 				return false
@@ -271,6 +272,13 @@ func (s *Store) loadInboxEntry(e *Entry) bool {
 // a chain; it is normalised before it is written. The file is created
 // exclusively: an existing file is never overwritten.
 func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
+	return s.CreateMessageFrom(name, m, bytes.NewReader(m.Body))
+}
+
+// CreateMessageFrom is CreateMessage with the body read from body (m.Body
+// is ignored), streamed into the file. The entry's message carries no body.
+func (s *Store) CreateMessageFrom(name string, m *message.Message, body io.ReadSeeker) (Entry, error) {
+	m.Body = nil
 	name = strings.TrimSuffix(name, ".md")
 	if name != "" {
 		if err := message.CheckName(name); err != nil {
@@ -307,12 +315,19 @@ func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
 		}
 		seq, _ := m.Seq()
 		created := Entry{File: in.FileName, ID: m.ID(), Chain: m.Chain(), Seq: seq, Message: m, ModTime: s.now()}
-		err := s.ownInboxChange(func() error { return writeNew(s.path(layout.Inbox, in.FileName), m.Render()) },
-			func(es []Entry) []Entry {
-				es = append(es, created)
-				sortEntries(es)
-				return es
+		err := s.ownInboxChange(func() error {
+			return writeNewFunc(s.path(layout.Inbox, in.FileName), func(w io.Writer) error {
+				if _, err := body.Seek(0, io.SeekStart); err != nil {
+					return err
+				}
+				_, err := m.RenderTo(w, body)
+				return err
 			})
+		}, func(es []Entry) []Entry {
+			es = append(es, created)
+			sortEntries(es)
+			return es
+		})
 		if errors.Is(err, fs.ErrExist) {
 			continue // created meanwhile by someone else; pick the next name
 		}
@@ -328,6 +343,14 @@ func (s *Store) CreateMessage(name string, m *message.Message) (Entry, error) {
 // written to a fsynced temporary file that is hard-linked to path (failing
 // with fs.ErrExist when path exists), then the temporary name is removed.
 func writeNew(path string, data []byte) error {
+	return writeNewFunc(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeNewFunc is writeNew with the content written by write.
+func writeNewFunc(path string, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -335,7 +358,7 @@ func writeNew(path string, data []byte) error {
 	}
 	name := tmp.Name()
 	defer os.Remove(name)
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return fmt.Errorf("create %s: %w", path, err)
 	}
@@ -527,8 +550,6 @@ func (s *Store) Requeue(file string) (string, error) {
 // DeadEntry is a message in inbox/dead/ with its note.
 type DeadEntry struct {
 	File string
-	// Content is the file, byte for byte.
-	Content []byte
 	// Note is the parsed note; Reason is empty when the file has none
 	// (moved there by hand).
 	Note DeadNote
@@ -547,11 +568,6 @@ func (s *Store) ListDead() ([]DeadEntry, error) {
 			continue
 		}
 		d := DeadEntry{File: de.Name()}
-		if de.Type().IsRegular() {
-			// Never opens a FIFO or device moved here; content stays nil
-			// for such files and for files that cannot be read.
-			d.Content, _ = fsutil.ReadRegular(filepath.Join(dir, d.File))
-		}
 		if note, err := fsutil.ReadRegular(filepath.Join(dir, d.File+layout.DeadNoteSuffix)); err == nil {
 			d.Note = parseNote(note)
 		}

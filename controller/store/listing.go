@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 )
@@ -66,9 +65,7 @@ func (s *Store) Messages() ([]MessageView, error) {
 	}
 	for _, f := range done {
 		v := MessageView{Name: layout.MessageStem(f), State: StateDone}
-		if b, err := fsutil.ReadRegular(s.path(layout.Done, f)); err == nil {
-			v.fill(b)
-		}
+		v.fillFrom(s.path(layout.Done, f))
 		out = append(out, v)
 	}
 	dead, err := s.ListDead()
@@ -78,7 +75,7 @@ func (s *Store) Messages() ([]MessageView, error) {
 	for _, d := range dead {
 		v := MessageView{ID: d.Note.MessageID, Name: layout.MessageStem(d.File), State: StateDead,
 			Problem: strings.TrimSpace(d.Note.Reason + ": " + firstLine(d.Note.Detail))}
-		v.fill(d.Content)
+		v.fillFrom(s.path(layout.Dead, d.File))
 		out = append(out, v)
 	}
 	return out, nil
@@ -172,12 +169,13 @@ func (s *Store) QueuedView(id string) (MessageView, bool) {
 	return MessageView{ID: e.ID, Name: e.Name(), Chain: e.Chain, Seq: e.Seq, State: StateQueued, Message: e.Message}, true
 }
 
-// fill sets the parsed message and, where still unknown, its id parts.
-func (v *MessageView) fill(content []byte) {
+// fillFrom sets the message's frontmatter, read from the file at path
+// (never its body), and, where still unknown, its id parts.
+func (v *MessageView) fillFrom(path string) {
 	if chain, seq, ok := message.SplitID(v.ID); ok && v.Chain == "" {
 		v.Chain, v.Seq = chain, seq
 	}
-	m, err := message.Parse(content)
+	m, err := readHeadFile(path)
 	if err != nil {
 		return
 	}

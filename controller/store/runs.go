@@ -175,7 +175,7 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start run %s: create %s: %w", e.ID, dir, err)
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, layout.MessageFile), e.Message.Render(), 0o644); err != nil {
+	if err := s.writeRunMessage(dir, e); err != nil {
 		return nil, fmt.Errorf("start run %s: %w", e.ID, err)
 	}
 	r.state = RunState{

@@ -264,11 +264,7 @@ func (s *Store) observeChains() {
 // fileChain returns the chain in a message file's frontmatter, or "" when
 // the file cannot be parsed (such a message never got a chain).
 func fileChain(path string) string {
-	data, err := fsutil.ReadRegular(path)
-	if err != nil {
-		return ""
-	}
-	m, err := message.Parse(data)
+	m, err := readHeadFile(path)
 	if err != nil || !message.ValidChain(m.Chain()) {
 		return ""
 	}

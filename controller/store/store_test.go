@@ -205,7 +205,7 @@ func TestDeadLetterNoteAndRequeue(t *testing.T) {
 		}
 	}
 	list, err := s.ListDead()
-	if err != nil || len(list) != 1 || list[0].Note.Reason != ReasonMaxDepthExceeded || string(list[0].Content) != content {
+	if err != nil || len(list) != 1 || list[0].Note.Reason != ReasonMaxDepthExceeded || list[0].File != dead {
 		t.Fatalf("ListDead = %+v, %v", list, err)
 	}
 	// The note is ignored by the inbox scanner even when moved there by hand.

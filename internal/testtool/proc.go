@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,4 +145,26 @@ func StartListening(t testing.TB, cmd *exec.Cmd) (string, *Proc) {
 		t.Fatalf("decree-controller printed no TCP address within 30s\n%s", p.Out)
 	}
 	return "", nil
+}
+
+// ProcStatusKiB reads a "VmHWM"/"VmRSS" line of /proc/PID/status, in KiB;
+// the test is skipped where there is no /proc (memory is measured on Linux
+// only).
+func ProcStatusKiB(t testing.TB, pid int, key string) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc status for pid %d (%v): this test measures memory on Linux only", pid, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				t.Fatalf("parse %q of /proc/%d/status: %v", line, pid, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s line", pid, key)
+	return 0
 }

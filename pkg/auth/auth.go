@@ -53,6 +53,12 @@ const (
 // another.
 const MaxMessageBytes = 64 << 20
 
+// MaxBodyBytes is the largest message body decree accepts (63 MiB): the
+// message size limit less room for a request's other fields, so that a
+// body that fits SubmitMessage fits every other path too. Streamed
+// submissions (SubmitMessageStream) are held to the same limit.
+const MaxBodyBytes = MaxMessageBytes - 1<<20
+
 // MessageSizeDialOption applies MaxMessageBytes to every call of a client
 // connection, both directions.
 func MessageSizeDialOption() grpc.DialOption {

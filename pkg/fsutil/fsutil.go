@@ -7,6 +7,7 @@ package fsutil
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,11 +35,21 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 // lost to a power failure. Callers use it for files rewritten many times
 // (state that was durable once already) or whose directory they sync later.
 func ReplaceFile(path string, data []byte, perm fs.FileMode) error {
+	return ReplaceFileFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// ReplaceFileFunc is ReplaceFile with the content written by write, so
+// that a large file can be streamed into place without being held in
+// memory. Nothing replaces path when write fails.
+func ReplaceFileFunc(path string, perm fs.FileMode, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: create temporary file: %w", path, err)
 	}
-	_, werr := tmp.Write(data)
+	werr := write(tmp)
 	if werr == nil {
 		werr = tmp.Chmod(perm)
 	}
@@ -56,6 +67,15 @@ func ReplaceFile(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, werr)
 	}
 	return nil
+}
+
+// WriteFileAtomicFunc is WriteFileAtomic with the content written by
+// write (see ReplaceFileFunc).
+func WriteFileAtomicFunc(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	if err := ReplaceFileFunc(path, perm, write); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
 }
 
 // ReplaceSymlink makes path a symlink to target, replacing whatever file

@@ -2,12 +2,9 @@ package fsutil
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
-	"syscall"
 	"unicode"
 )
 
@@ -20,21 +17,11 @@ var ErrNotRegular = errors.New("not a regular file")
 // symlink is refused) and checks the opened file's type before reading, so
 // a file swapped for a FIFO or device meanwhile is refused too.
 func ReadRegular(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	f, err := OpenRegular(path)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%w: %s is a symlink", ErrNotRegular, path)
-		}
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is a %s", ErrNotRegular, path, FileKind(fi.Mode()))
-	}
 	return io.ReadAll(f)
 }
 

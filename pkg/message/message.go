@@ -30,6 +30,7 @@
 package message
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"math"
@@ -71,38 +72,12 @@ var bom = []byte{0xEF, 0xBB, 0xBF}
 // Parse splits data into frontmatter and body and decodes the frontmatter.
 // Errors are *ParseError values carrying the line of the file.
 func Parse(data []byte) (*Message, error) {
-	rest := data
-	if bytes.HasPrefix(rest, bom) {
-		if _, ok := delimiterLine(rest[len(bom):]); ok {
-			rest = rest[len(bom):]
-		}
+	m, n, err := readHead(bufio.NewReaderSize(bytes.NewReader(data), min(len(data)+16, 64<<10)), -1)
+	if err != nil {
+		return nil, err
 	}
-	n, ok := delimiterLine(rest)
-	if !ok {
-		return &Message{Body: cloneBytes(data)}, nil
-	}
-	yamlStart := n
-	pos := n
-	line := 2 // line number of the line starting at pos
-	for {
-		if pos >= len(rest) {
-			return nil, &ParseError{Line: 1, Msg: `the frontmatter block opened here is never closed; add a line containing only "---" after it`}
-		}
-		if m, ok := delimiterLine(rest[pos:]); ok {
-			fields, err := decodeFrontmatter(rest[yamlStart:pos], 1)
-			if err != nil {
-				return nil, err
-			}
-			return &Message{Fields: fields, Body: cloneBytes(rest[pos+m:]), HasFrontmatter: true}, nil
-		}
-		nl := bytes.IndexByte(rest[pos:], '\n')
-		if nl < 0 {
-			pos = len(rest)
-		} else {
-			pos += nl + 1
-		}
-		line++
-	}
+	m.Body = cloneBytes(data[n:])
+	return m, nil
 }
 
 // delimiterLine reports whether b starts with a "---" line and returns its
@@ -135,19 +110,7 @@ func cloneBytes(b []byte) []byte {
 // in front, so that the body is not mistaken for frontmatter when read back.
 func (m *Message) Render() []byte {
 	var out bytes.Buffer
-	needBlock := m.HasFrontmatter || len(m.Fields) > 0
-	if !needBlock {
-		b := bytes.TrimPrefix(m.Body, bom)
-		if _, ok := delimiterLine(b); ok {
-			needBlock = true
-		}
-	}
-	if needBlock {
-		out.WriteString("---\n")
-		out.Write(encodeFields(m.Fields))
-		out.WriteString("---\n")
-	}
-	out.Write(m.Body)
+	_, _ = m.RenderTo(&out, bytes.NewReader(m.Body)) // writes to memory cannot fail
 	return out.Bytes()
 }
 

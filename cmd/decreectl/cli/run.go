@@ -1,8 +1,8 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,10 +27,8 @@ type runFlags struct {
 	quiet  bool
 }
 
-// maxBodyBytes is the largest message body decreectl sends: the message
-// size limit shared by every decree connection, less room for the
-// request's other fields.
-const maxBodyBytes = auth.MaxMessageBytes - 1<<20
+// maxBodyBytes is the largest message body decreectl sends.
+const maxBodyBytes = auth.MaxBodyBytes
 
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
@@ -91,18 +89,14 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 			return &exitError{code: 2, msg: fmt.Sprintf("-m %q: %v", f.name, err)}
 		}
 	}
-	body := []byte(f.prompt)
+	body := newReplayable(strings.NewReader(f.prompt))
 	stdinTTY := g.stdinIsTerminal()
 	if f.prompt == "" && !stdinTTY {
-		// Read at most one byte more than a message may hold, so a huge
-		// input is refused without being read into memory.
-		body, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxBodyBytes+1))
-		if err != nil {
-			return fmt.Errorf("read the message body from standard input: %w", err)
+		// The body is sent in pieces as it is read (see submitStream).
+		if err := checkBodySize(cmd.InOrStdin()); err != nil {
+			return &exitError{code: 2, msg: err.Error()}
 		}
-	}
-	if len(body) > maxBodyBytes {
-		return &exitError{code: 2, msg: fmt.Sprintf("the message body is over %d MiB, the most one message may carry; put the content in a file in the project and name it in the message (e.g. -v input_file=PATH)", maxBodyBytes>>20)}
+		body = newReplayable(cmd.InOrStdin())
 	}
 	interactive := f.prompt == "" && len(f.vars) == 0 && f.name == "" && stdinTTY
 	if g.controller == "" {
@@ -113,7 +107,7 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 	g.process = true
 	var s *session
 	var answers *interact.Answers
-	var resp *decreev1.SubmitMessageResponse
+	var resp *decreev1.SubmitMessageStreamResponse
 	for {
 		if s, err = g.connect(ctx); err != nil {
 			return err
@@ -123,14 +117,20 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 			if answers, fields, err = g.askInteractive(ctx, s); err != nil {
 				return err
 			}
-			f.name, body = answers.Name, []byte(answers.Body)
+			f.name, body = answers.Name, newReplayable(strings.NewReader(answers.Body))
 		}
-		resp, err = s.client.SubmitMessage(ctx, &decreev1.SubmitMessageRequest{Name: f.name, Body: body, Fields: fields})
+		resp, err = submitStream(ctx, s.client, &decreev1.SubmitMessageRequest{Name: f.name, Fields: fields}, body)
 		if err == nil {
 			break
 		}
+		if errors.Is(err, errBodyTooLarge) {
+			return &exitError{code: 2, msg: err.Error()}
+		}
 		if !g.retryConnect(ctx, s, err) {
 			return describe(err)
+		}
+		if !body.rewind() {
+			return fmt.Errorf("the controller stopped while the message body was being sent from standard input, which cannot be read again; run the command again: %w", describe(err))
 		}
 	}
 	m := resp.GetMessage()

@@ -167,6 +167,159 @@ func (x *SubmitMessageResponse) GetReplayed() bool {
 	return false
 }
 
+// SubmitMessageStreamRequest is one piece of a streamed submission.
+type SubmitMessageStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first request carries the header, every later one a body chunk.
+	//
+	// Types that are valid to be assigned to Part:
+	//
+	//	*SubmitMessageStreamRequest_Header
+	//	*SubmitMessageStreamRequest_BodyChunk
+	Part          isSubmitMessageStreamRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitMessageStreamRequest) Reset() {
+	*x = SubmitMessageStreamRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitMessageStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitMessageStreamRequest) ProtoMessage() {}
+
+func (x *SubmitMessageStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitMessageStreamRequest.ProtoReflect.Descriptor instead.
+func (*SubmitMessageStreamRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SubmitMessageStreamRequest) GetPart() isSubmitMessageStreamRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *SubmitMessageStreamRequest) GetHeader() *SubmitMessageRequest {
+	if x != nil {
+		if x, ok := x.Part.(*SubmitMessageStreamRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *SubmitMessageStreamRequest) GetBodyChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*SubmitMessageStreamRequest_BodyChunk); ok {
+			return x.BodyChunk
+		}
+	}
+	return nil
+}
+
+type isSubmitMessageStreamRequest_Part interface {
+	isSubmitMessageStreamRequest_Part()
+}
+
+type SubmitMessageStreamRequest_Header struct {
+	// The submission without its body (body must be empty).
+	Header *SubmitMessageRequest `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type SubmitMessageStreamRequest_BodyChunk struct {
+	// The next piece of the body (at most 1 MiB per request is a good
+	// size; the whole body may not exceed 63 MiB).
+	BodyChunk []byte `protobuf:"bytes,2,opt,name=body_chunk,json=bodyChunk,proto3,oneof"`
+}
+
+func (*SubmitMessageStreamRequest_Header) isSubmitMessageStreamRequest_Part() {}
+
+func (*SubmitMessageStreamRequest_BodyChunk) isSubmitMessageStreamRequest_Part() {}
+
+// SubmitMessageStreamResponse names the queued message, as
+// SubmitMessageResponse does.
+type SubmitMessageStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message as queued (without its body).
+	Message *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// Watch events from here to see everything this message causes.
+	EventSequence uint64 `protobuf:"varint,2,opt,name=event_sequence,json=eventSequence,proto3" json:"event_sequence,omitempty"`
+	// True when request_id was seen before and nothing new was queued.
+	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitMessageStreamResponse) Reset() {
+	*x = SubmitMessageStreamResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitMessageStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitMessageStreamResponse) ProtoMessage() {}
+
+func (x *SubmitMessageStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitMessageStreamResponse.ProtoReflect.Descriptor instead.
+func (*SubmitMessageStreamResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubmitMessageStreamResponse) GetMessage() *MessageInfo {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *SubmitMessageStreamResponse) GetEventSequence() uint64 {
+	if x != nil {
+		return x.EventSequence
+	}
+	return 0
+}
+
+func (x *SubmitMessageStreamResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 // WatchMessageRequest names the message to follow.
 type WatchMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -181,7 +334,7 @@ type WatchMessageRequest struct {
 
 func (x *WatchMessageRequest) Reset() {
 	*x = WatchMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	mi := &file_decree_v1_controller_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +346,7 @@ func (x *WatchMessageRequest) String() string {
 func (*WatchMessageRequest) ProtoMessage() {}
 
 func (x *WatchMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[2]
+	mi := &file_decree_v1_controller_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +359,7 @@ func (x *WatchMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMessageRequest.ProtoReflect.Descriptor instead.
 func (*WatchMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WatchMessageRequest) GetMessageId() string {
@@ -241,7 +394,7 @@ type MessageOutcome struct {
 
 func (x *MessageOutcome) Reset() {
 	*x = MessageOutcome{}
-	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	mi := &file_decree_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -253,7 +406,7 @@ func (x *MessageOutcome) String() string {
 func (*MessageOutcome) ProtoMessage() {}
 
 func (x *MessageOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[3]
+	mi := &file_decree_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -266,7 +419,7 @@ func (x *MessageOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageOutcome.ProtoReflect.Descriptor instead.
 func (*MessageOutcome) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MessageOutcome) GetMessageId() string {
@@ -316,7 +469,7 @@ type WatchMessageResponse struct {
 
 func (x *WatchMessageResponse) Reset() {
 	*x = WatchMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	mi := &file_decree_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +481,7 @@ func (x *WatchMessageResponse) String() string {
 func (*WatchMessageResponse) ProtoMessage() {}
 
 func (x *WatchMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[4]
+	mi := &file_decree_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +494,7 @@ func (x *WatchMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMessageResponse.ProtoReflect.Descriptor instead.
 func (*WatchMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchMessageResponse) GetCursor() string {
@@ -421,7 +574,7 @@ type ProcessMigrationsRequest struct {
 
 func (x *ProcessMigrationsRequest) Reset() {
 	*x = ProcessMigrationsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[5]
+	mi := &file_decree_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +586,7 @@ func (x *ProcessMigrationsRequest) String() string {
 func (*ProcessMigrationsRequest) ProtoMessage() {}
 
 func (x *ProcessMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[5]
+	mi := &file_decree_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +599,7 @@ func (x *ProcessMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*ProcessMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProcessMigrationsRequest) GetDryRun() bool {
@@ -469,7 +622,7 @@ type Migration struct {
 
 func (x *Migration) Reset() {
 	*x = Migration{}
-	mi := &file_decree_v1_controller_proto_msgTypes[6]
+	mi := &file_decree_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +634,7 @@ func (x *Migration) String() string {
 func (*Migration) ProtoMessage() {}
 
 func (x *Migration) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[6]
+	mi := &file_decree_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +647,7 @@ func (x *Migration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Migration.ProtoReflect.Descriptor instead.
 func (*Migration) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Migration) GetFile() string {
@@ -526,7 +679,7 @@ type ProcessMigrationsResponse struct {
 
 func (x *ProcessMigrationsResponse) Reset() {
 	*x = ProcessMigrationsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[7]
+	mi := &file_decree_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +691,7 @@ func (x *ProcessMigrationsResponse) String() string {
 func (*ProcessMigrationsResponse) ProtoMessage() {}
 
 func (x *ProcessMigrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[7]
+	mi := &file_decree_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +704,7 @@ func (x *ProcessMigrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessMigrationsResponse.ProtoReflect.Descriptor instead.
 func (*ProcessMigrationsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessMigrationsResponse) GetMigrations() []*Migration {
@@ -592,7 +745,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[8]
+	mi := &file_decree_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +757,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[8]
+	mi := &file_decree_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +770,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -659,7 +812,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[9]
+	mi := &file_decree_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +824,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[9]
+	mi := &file_decree_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +837,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchEventsResponse) GetEvent() *Event {
@@ -714,7 +867,7 @@ type WatchLogsRequest struct {
 
 func (x *WatchLogsRequest) Reset() {
 	*x = WatchLogsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[10]
+	mi := &file_decree_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +879,7 @@ func (x *WatchLogsRequest) String() string {
 func (*WatchLogsRequest) ProtoMessage() {}
 
 func (x *WatchLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[10]
+	mi := &file_decree_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +892,7 @@ func (x *WatchLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogsRequest.ProtoReflect.Descriptor instead.
 func (*WatchLogsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchLogsRequest) GetMessageId() string {
@@ -788,7 +941,7 @@ type WatchLogsResponse struct {
 
 func (x *WatchLogsResponse) Reset() {
 	*x = WatchLogsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[11]
+	mi := &file_decree_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +953,7 @@ func (x *WatchLogsResponse) String() string {
 func (*WatchLogsResponse) ProtoMessage() {}
 
 func (x *WatchLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[11]
+	mi := &file_decree_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +966,7 @@ func (x *WatchLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLogsResponse.ProtoReflect.Descriptor instead.
 func (*WatchLogsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchLogsResponse) GetChunk() *LogChunk {
@@ -841,7 +994,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[12]
+	mi := &file_decree_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1006,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[12]
+	mi := &file_decree_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1019,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -911,7 +1064,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[13]
+	mi := &file_decree_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1076,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[13]
+	mi := &file_decree_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1089,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*MessageInfo {
@@ -964,7 +1117,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[14]
+	mi := &file_decree_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1129,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[14]
+	mi := &file_decree_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1142,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetMessageRequest) GetId() string {
@@ -1004,15 +1157,20 @@ type GetMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The message.
 	Message *MessageInfo `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// The message body, byte for byte.
-	Body          []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// The message body, byte for byte; empty when body_omitted.
+	Body []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// The body's size in bytes.
+	BodySize uint64 `protobuf:"varint,3,opt,name=body_size,json=bodySize,proto3" json:"body_size,omitempty"`
+	// True when the body is over 1 MiB and was left out: read it with
+	// GetMessageBody.
+	BodyOmitted   bool `protobuf:"varint,4,opt,name=body_omitted,json=bodyOmitted,proto3" json:"body_omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[15]
+	mi := &file_decree_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1182,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[15]
+	mi := &file_decree_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1195,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetMessageResponse) GetMessage() *MessageInfo {
@@ -1050,6 +1208,121 @@ func (x *GetMessageResponse) GetMessage() *MessageInfo {
 func (x *GetMessageResponse) GetBody() []byte {
 	if x != nil {
 		return x.Body
+	}
+	return nil
+}
+
+func (x *GetMessageResponse) GetBodySize() uint64 {
+	if x != nil {
+		return x.BodySize
+	}
+	return 0
+}
+
+func (x *GetMessageResponse) GetBodyOmitted() bool {
+	if x != nil {
+		return x.BodyOmitted
+	}
+	return false
+}
+
+// GetMessageBodyRequest names a message.
+type GetMessageBodyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Message id or inbox file name.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageBodyRequest) Reset() {
+	*x = GetMessageBodyRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageBodyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageBodyRequest) ProtoMessage() {}
+
+func (x *GetMessageBodyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageBodyRequest.ProtoReflect.Descriptor instead.
+func (*GetMessageBodyRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetMessageBodyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetMessageBodyResponse is one piece of a message body.
+type GetMessageBodyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where data starts in the body.
+	Offset uint64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The bytes.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageBodyResponse) Reset() {
+	*x = GetMessageBodyResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageBodyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageBodyResponse) ProtoMessage() {}
+
+func (x *GetMessageBodyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageBodyResponse.ProtoReflect.Descriptor instead.
+func (*GetMessageBodyResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetMessageBodyResponse) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetMessageBodyResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
 	}
 	return nil
 }
@@ -1069,7 +1342,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[16]
+	mi := &file_decree_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1354,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[16]
+	mi := &file_decree_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1367,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListRunsRequest) GetChain() string {
@@ -1131,7 +1404,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[17]
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1416,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[17]
+	mi := &file_decree_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1429,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunInfo {
@@ -1184,7 +1457,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1469,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[18]
+	mi := &file_decree_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1482,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetRunRequest) GetId() string {
@@ -1230,7 +1503,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1515,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[19]
+	mi := &file_decree_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1528,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRunResponse) GetRun() *RunInfo {
@@ -1280,7 +1553,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[20]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1565,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[20]
+	mi := &file_decree_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1578,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetArtifactRequest) GetMessageId() string {
@@ -1344,7 +1617,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1629,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[21]
+	mi := &file_decree_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1642,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetArtifactResponse) GetOffset() uint64 {
@@ -1404,7 +1677,7 @@ type ListRoutinesRequest struct {
 
 func (x *ListRoutinesRequest) Reset() {
 	*x = ListRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1689,7 @@ func (x *ListRoutinesRequest) String() string {
 func (*ListRoutinesRequest) ProtoMessage() {}
 
 func (x *ListRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[22]
+	mi := &file_decree_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1702,7 @@ func (x *ListRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRoutinesRequest) GetAll() bool {
@@ -1453,7 +1726,7 @@ type ListRoutinesResponse struct {
 
 func (x *ListRoutinesResponse) Reset() {
 	*x = ListRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1738,7 @@ func (x *ListRoutinesResponse) String() string {
 func (*ListRoutinesResponse) ProtoMessage() {}
 
 func (x *ListRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[23]
+	mi := &file_decree_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1751,7 @@ func (x *ListRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*ListRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRoutinesResponse) GetRoutines() []*RoutineInfo {
@@ -1504,7 +1777,7 @@ type SyncRoutinesRequest struct {
 
 func (x *SyncRoutinesRequest) Reset() {
 	*x = SyncRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1789,7 @@ func (x *SyncRoutinesRequest) String() string {
 func (*SyncRoutinesRequest) ProtoMessage() {}
 
 func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[24]
+	mi := &file_decree_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1802,7 @@ func (x *SyncRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*SyncRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 // SyncRoutinesResponse says what the sync changed; all lists are sorted and
@@ -1552,7 +1825,7 @@ type SyncRoutinesResponse struct {
 
 func (x *SyncRoutinesResponse) Reset() {
 	*x = SyncRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1837,7 @@ func (x *SyncRoutinesResponse) String() string {
 func (*SyncRoutinesResponse) ProtoMessage() {}
 
 func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[25]
+	mi := &file_decree_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1850,7 @@ func (x *SyncRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*SyncRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SyncRoutinesResponse) GetAdded() []string {
@@ -1619,7 +1892,7 @@ type RequeueMessageRequest struct {
 
 func (x *RequeueMessageRequest) Reset() {
 	*x = RequeueMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1904,7 @@ func (x *RequeueMessageRequest) String() string {
 func (*RequeueMessageRequest) ProtoMessage() {}
 
 func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[26]
+	mi := &file_decree_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1917,7 @@ func (x *RequeueMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageRequest.ProtoReflect.Descriptor instead.
 func (*RequeueMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RequeueMessageRequest) GetId() string {
@@ -1665,7 +1938,7 @@ type RequeueMessageResponse struct {
 
 func (x *RequeueMessageResponse) Reset() {
 	*x = RequeueMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1950,7 @@ func (x *RequeueMessageResponse) String() string {
 func (*RequeueMessageResponse) ProtoMessage() {}
 
 func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[27]
+	mi := &file_decree_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1963,7 @@ func (x *RequeueMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueMessageResponse.ProtoReflect.Descriptor instead.
 func (*RequeueMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RequeueMessageResponse) GetMessage() *MessageInfo {
@@ -1713,7 +1986,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1998,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[28]
+	mi := &file_decree_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +2011,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelMessageRequest) GetId() string {
@@ -1766,7 +2039,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2051,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[29]
+	mi := &file_decree_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2064,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelMessageResponse) GetMessage() *MessageInfo {
@@ -1812,7 +2085,7 @@ type RevertMessageRequest struct {
 
 func (x *RevertMessageRequest) Reset() {
 	*x = RevertMessageRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2097,7 @@ func (x *RevertMessageRequest) String() string {
 func (*RevertMessageRequest) ProtoMessage() {}
 
 func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[30]
+	mi := &file_decree_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2110,7 @@ func (x *RevertMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageRequest.ProtoReflect.Descriptor instead.
 func (*RevertMessageRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevertMessageRequest) GetId() string {
@@ -1858,7 +2131,7 @@ type RevertMessageResponse struct {
 
 func (x *RevertMessageResponse) Reset() {
 	*x = RevertMessageResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2143,7 @@ func (x *RevertMessageResponse) String() string {
 func (*RevertMessageResponse) ProtoMessage() {}
 
 func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[31]
+	mi := &file_decree_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2156,7 @@ func (x *RevertMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertMessageResponse.ProtoReflect.Descriptor instead.
 func (*RevertMessageResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RevertMessageResponse) GetPaths() []string {
@@ -1902,7 +2175,7 @@ type ListCronEntriesRequest struct {
 
 func (x *ListCronEntriesRequest) Reset() {
 	*x = ListCronEntriesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2187,7 @@ func (x *ListCronEntriesRequest) String() string {
 func (*ListCronEntriesRequest) ProtoMessage() {}
 
 func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[32]
+	mi := &file_decree_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2200,7 @@ func (x *ListCronEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 // CronEntry is one file of .decree/cron/.
@@ -1955,7 +2228,7 @@ type CronEntry struct {
 
 func (x *CronEntry) Reset() {
 	*x = CronEntry{}
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2240,7 @@ func (x *CronEntry) String() string {
 func (*CronEntry) ProtoMessage() {}
 
 func (x *CronEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[33]
+	mi := &file_decree_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2253,7 @@ func (x *CronEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronEntry.ProtoReflect.Descriptor instead.
 func (*CronEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CronEntry) GetFile() string {
@@ -2050,7 +2323,7 @@ type ListCronEntriesResponse struct {
 
 func (x *ListCronEntriesResponse) Reset() {
 	*x = ListCronEntriesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2335,7 @@ func (x *ListCronEntriesResponse) String() string {
 func (*ListCronEntriesResponse) ProtoMessage() {}
 
 func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[34]
+	mi := &file_decree_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2348,7 @@ func (x *ListCronEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCronEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCronEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListCronEntriesResponse) GetEntries() []*CronEntry {
@@ -2094,7 +2367,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2379,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[35]
+	mi := &file_decree_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2392,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 // WorkerInfo describes a worker.
@@ -2149,7 +2422,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2434,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[36]
+	mi := &file_decree_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2447,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2251,7 +2524,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2536,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[37]
+	mi := &file_decree_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2549,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2295,7 +2568,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[38]
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2580,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[38]
+	mi := &file_decree_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2593,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 // GetStatusResponse summarises the project.
@@ -2362,7 +2635,7 @@ type GetStatusResponse struct {
 
 func (x *GetStatusResponse) Reset() {
 	*x = GetStatusResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[39]
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2647,7 @@ func (x *GetStatusResponse) String() string {
 func (*GetStatusResponse) ProtoMessage() {}
 
 func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[39]
+	mi := &file_decree_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2660,7 @@ func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetStatusResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetStatusResponse) GetProjectDir() string {
@@ -2498,7 +2771,7 @@ type CheckRoutinesRequest struct {
 
 func (x *CheckRoutinesRequest) Reset() {
 	*x = CheckRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2783,7 @@ func (x *CheckRoutinesRequest) String() string {
 func (*CheckRoutinesRequest) ProtoMessage() {}
 
 func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[40]
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2796,7 @@ func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CheckRoutinesRequest) GetRoutines() []string {
@@ -2570,7 +2843,7 @@ type PreCheckResult struct {
 
 func (x *PreCheckResult) Reset() {
 	*x = PreCheckResult{}
-	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2855,7 @@ func (x *PreCheckResult) String() string {
 func (*PreCheckResult) ProtoMessage() {}
 
 func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[41]
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2868,7 @@ func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
 func (*PreCheckResult) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PreCheckResult) GetRoutine() string {
@@ -2652,7 +2925,7 @@ type CheckRoutinesResponse struct {
 
 func (x *CheckRoutinesResponse) Reset() {
 	*x = CheckRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[42]
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2937,7 @@ func (x *CheckRoutinesResponse) String() string {
 func (*CheckRoutinesResponse) ProtoMessage() {}
 
 func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[42]
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2950,7 @@ func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
@@ -2696,7 +2969,7 @@ type GetDeadLetterStatsRequest struct {
 
 func (x *GetDeadLetterStatsRequest) Reset() {
 	*x = GetDeadLetterStatsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[43]
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2981,7 @@ func (x *GetDeadLetterStatsRequest) String() string {
 func (*GetDeadLetterStatsRequest) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[43]
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2994,7 @@ func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 // GetDeadLetterStatsResponse summarises inbox/dead/.
@@ -2737,7 +3010,7 @@ type GetDeadLetterStatsResponse struct {
 
 func (x *GetDeadLetterStatsResponse) Reset() {
 	*x = GetDeadLetterStatsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +3022,7 @@ func (x *GetDeadLetterStatsResponse) String() string {
 func (*GetDeadLetterStatsResponse) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +3035,7 @@ func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetDeadLetterStatsResponse) GetCount() int32 {
@@ -2791,6 +3064,15 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"\x8c\x01\n" +
 	"\x15SubmitMessageResponse\x120\n" +
+	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\x12%\n" +
+	"\x0eevent_sequence\x18\x02 \x01(\x04R\reventSequence\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"\x80\x01\n" +
+	"\x1aSubmitMessageStreamRequest\x129\n" +
+	"\x06header\x18\x01 \x01(\v2\x1f.decree.v1.SubmitMessageRequestH\x00R\x06header\x12\x1f\n" +
+	"\n" +
+	"body_chunk\x18\x02 \x01(\fH\x00R\tbodyChunkB\x06\n" +
+	"\x04part\"\x92\x01\n" +
+	"\x1bSubmitMessageStreamResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\x12%\n" +
 	"\x0eevent_sequence\x18\x02 \x01(\x04R\reventSequence\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\"L\n" +
@@ -2847,10 +3129,17 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\bmessages\x18\x01 \x03(\v2\x16.decree.v1.MessageInfoR\bmessages\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"#\n" +
 	"\x11GetMessageRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"Z\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x9a\x01\n" +
 	"\x12GetMessageResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.decree.v1.MessageInfoR\amessage\x12\x12\n" +
-	"\x04body\x18\x02 \x01(\fR\x04body\"c\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\x12\x1b\n" +
+	"\tbody_size\x18\x03 \x01(\x04R\bbodySize\x12!\n" +
+	"\fbody_omitted\x18\x04 \x01(\bR\vbodyOmitted\"'\n" +
+	"\x15GetMessageBodyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"D\n" +
+	"\x16GetMessageBodyResponse\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"c\n" +
 	"\x0fListRunsRequest\x12\x14\n" +
 	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2963,16 +3252,18 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x1aGetDeadLetterStatsResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x12;\n" +
 	"\voldest_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"oldestTime2\xec\f\n" +
+	"oldestTime2\xad\x0e\n" +
 	"\x11ControllerService\x12R\n" +
-	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12Q\n" +
+	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12f\n" +
+	"\x13SubmitMessageStream\x12%.decree.v1.SubmitMessageStreamRequest\x1a&.decree.v1.SubmitMessageStreamResponse(\x01\x12Q\n" +
 	"\fWatchMessage\x12\x1e.decree.v1.WatchMessageRequest\x1a\x1f.decree.v1.WatchMessageResponse0\x01\x12^\n" +
 	"\x11ProcessMigrations\x12#.decree.v1.ProcessMigrationsRequest\x1a$.decree.v1.ProcessMigrationsResponse\x12N\n" +
 	"\vWatchEvents\x12\x1d.decree.v1.WatchEventsRequest\x1a\x1e.decree.v1.WatchEventsResponse0\x01\x12H\n" +
 	"\tWatchLogs\x12\x1b.decree.v1.WatchLogsRequest\x1a\x1c.decree.v1.WatchLogsResponse0\x01\x12O\n" +
 	"\fListMessages\x12\x1e.decree.v1.ListMessagesRequest\x1a\x1f.decree.v1.ListMessagesResponse\x12I\n" +
 	"\n" +
-	"GetMessage\x12\x1c.decree.v1.GetMessageRequest\x1a\x1d.decree.v1.GetMessageResponse\x12C\n" +
+	"GetMessage\x12\x1c.decree.v1.GetMessageRequest\x1a\x1d.decree.v1.GetMessageResponse\x12W\n" +
+	"\x0eGetMessageBody\x12 .decree.v1.GetMessageBodyRequest\x1a!.decree.v1.GetMessageBodyResponse0\x01\x12C\n" +
 	"\bListRuns\x12\x1a.decree.v1.ListRunsRequest\x1a\x1b.decree.v1.ListRunsResponse\x12=\n" +
 	"\x06GetRun\x12\x18.decree.v1.GetRunRequest\x1a\x19.decree.v1.GetRunResponse\x12N\n" +
 	"\vGetArtifact\x12\x1d.decree.v1.GetArtifactRequest\x1a\x1e.decree.v1.GetArtifactResponse0\x01\x12O\n" +
@@ -2999,138 +3290,148 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_decree_v1_controller_proto_goTypes = []any{
-	(*SubmitMessageRequest)(nil),       // 0: decree.v1.SubmitMessageRequest
-	(*SubmitMessageResponse)(nil),      // 1: decree.v1.SubmitMessageResponse
-	(*WatchMessageRequest)(nil),        // 2: decree.v1.WatchMessageRequest
-	(*MessageOutcome)(nil),             // 3: decree.v1.MessageOutcome
-	(*WatchMessageResponse)(nil),       // 4: decree.v1.WatchMessageResponse
-	(*ProcessMigrationsRequest)(nil),   // 5: decree.v1.ProcessMigrationsRequest
-	(*Migration)(nil),                  // 6: decree.v1.Migration
-	(*ProcessMigrationsResponse)(nil),  // 7: decree.v1.ProcessMigrationsResponse
-	(*WatchEventsRequest)(nil),         // 8: decree.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),        // 9: decree.v1.WatchEventsResponse
-	(*WatchLogsRequest)(nil),           // 10: decree.v1.WatchLogsRequest
-	(*WatchLogsResponse)(nil),          // 11: decree.v1.WatchLogsResponse
-	(*ListMessagesRequest)(nil),        // 12: decree.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 13: decree.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),          // 14: decree.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),         // 15: decree.v1.GetMessageResponse
-	(*ListRunsRequest)(nil),            // 16: decree.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),           // 17: decree.v1.ListRunsResponse
-	(*GetRunRequest)(nil),              // 18: decree.v1.GetRunRequest
-	(*GetRunResponse)(nil),             // 19: decree.v1.GetRunResponse
-	(*GetArtifactRequest)(nil),         // 20: decree.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),        // 21: decree.v1.GetArtifactResponse
-	(*ListRoutinesRequest)(nil),        // 22: decree.v1.ListRoutinesRequest
-	(*ListRoutinesResponse)(nil),       // 23: decree.v1.ListRoutinesResponse
-	(*SyncRoutinesRequest)(nil),        // 24: decree.v1.SyncRoutinesRequest
-	(*SyncRoutinesResponse)(nil),       // 25: decree.v1.SyncRoutinesResponse
-	(*RequeueMessageRequest)(nil),      // 26: decree.v1.RequeueMessageRequest
-	(*RequeueMessageResponse)(nil),     // 27: decree.v1.RequeueMessageResponse
-	(*CancelMessageRequest)(nil),       // 28: decree.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),      // 29: decree.v1.CancelMessageResponse
-	(*RevertMessageRequest)(nil),       // 30: decree.v1.RevertMessageRequest
-	(*RevertMessageResponse)(nil),      // 31: decree.v1.RevertMessageResponse
-	(*ListCronEntriesRequest)(nil),     // 32: decree.v1.ListCronEntriesRequest
-	(*CronEntry)(nil),                  // 33: decree.v1.CronEntry
-	(*ListCronEntriesResponse)(nil),    // 34: decree.v1.ListCronEntriesResponse
-	(*ListWorkersRequest)(nil),         // 35: decree.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                 // 36: decree.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),        // 37: decree.v1.ListWorkersResponse
-	(*GetStatusRequest)(nil),           // 38: decree.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),          // 39: decree.v1.GetStatusResponse
-	(*CheckRoutinesRequest)(nil),       // 40: decree.v1.CheckRoutinesRequest
-	(*PreCheckResult)(nil),             // 41: decree.v1.PreCheckResult
-	(*CheckRoutinesResponse)(nil),      // 42: decree.v1.CheckRoutinesResponse
-	(*GetDeadLetterStatsRequest)(nil),  // 43: decree.v1.GetDeadLetterStatsRequest
-	(*GetDeadLetterStatsResponse)(nil), // 44: decree.v1.GetDeadLetterStatsResponse
-	nil,                                // 45: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                      // 46: decree.v1.Field
-	(*MessageInfo)(nil),                // 47: decree.v1.MessageInfo
-	(MessageState)(0),                  // 48: decree.v1.MessageState
-	(*Event)(nil),                      // 49: decree.v1.Event
-	(*LogChunk)(nil),                   // 50: decree.v1.LogChunk
-	(*RunInfo)(nil),                    // 51: decree.v1.RunInfo
-	(*RoutineInfo)(nil),                // 52: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),      // 53: google.protobuf.Timestamp
-	(*UsageLimitWait)(nil),             // 54: decree.v1.UsageLimitWait
+	(*SubmitMessageRequest)(nil),        // 0: decree.v1.SubmitMessageRequest
+	(*SubmitMessageResponse)(nil),       // 1: decree.v1.SubmitMessageResponse
+	(*SubmitMessageStreamRequest)(nil),  // 2: decree.v1.SubmitMessageStreamRequest
+	(*SubmitMessageStreamResponse)(nil), // 3: decree.v1.SubmitMessageStreamResponse
+	(*WatchMessageRequest)(nil),         // 4: decree.v1.WatchMessageRequest
+	(*MessageOutcome)(nil),              // 5: decree.v1.MessageOutcome
+	(*WatchMessageResponse)(nil),        // 6: decree.v1.WatchMessageResponse
+	(*ProcessMigrationsRequest)(nil),    // 7: decree.v1.ProcessMigrationsRequest
+	(*Migration)(nil),                   // 8: decree.v1.Migration
+	(*ProcessMigrationsResponse)(nil),   // 9: decree.v1.ProcessMigrationsResponse
+	(*WatchEventsRequest)(nil),          // 10: decree.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),         // 11: decree.v1.WatchEventsResponse
+	(*WatchLogsRequest)(nil),            // 12: decree.v1.WatchLogsRequest
+	(*WatchLogsResponse)(nil),           // 13: decree.v1.WatchLogsResponse
+	(*ListMessagesRequest)(nil),         // 14: decree.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),        // 15: decree.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),           // 16: decree.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),          // 17: decree.v1.GetMessageResponse
+	(*GetMessageBodyRequest)(nil),       // 18: decree.v1.GetMessageBodyRequest
+	(*GetMessageBodyResponse)(nil),      // 19: decree.v1.GetMessageBodyResponse
+	(*ListRunsRequest)(nil),             // 20: decree.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),            // 21: decree.v1.ListRunsResponse
+	(*GetRunRequest)(nil),               // 22: decree.v1.GetRunRequest
+	(*GetRunResponse)(nil),              // 23: decree.v1.GetRunResponse
+	(*GetArtifactRequest)(nil),          // 24: decree.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),         // 25: decree.v1.GetArtifactResponse
+	(*ListRoutinesRequest)(nil),         // 26: decree.v1.ListRoutinesRequest
+	(*ListRoutinesResponse)(nil),        // 27: decree.v1.ListRoutinesResponse
+	(*SyncRoutinesRequest)(nil),         // 28: decree.v1.SyncRoutinesRequest
+	(*SyncRoutinesResponse)(nil),        // 29: decree.v1.SyncRoutinesResponse
+	(*RequeueMessageRequest)(nil),       // 30: decree.v1.RequeueMessageRequest
+	(*RequeueMessageResponse)(nil),      // 31: decree.v1.RequeueMessageResponse
+	(*CancelMessageRequest)(nil),        // 32: decree.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),       // 33: decree.v1.CancelMessageResponse
+	(*RevertMessageRequest)(nil),        // 34: decree.v1.RevertMessageRequest
+	(*RevertMessageResponse)(nil),       // 35: decree.v1.RevertMessageResponse
+	(*ListCronEntriesRequest)(nil),      // 36: decree.v1.ListCronEntriesRequest
+	(*CronEntry)(nil),                   // 37: decree.v1.CronEntry
+	(*ListCronEntriesResponse)(nil),     // 38: decree.v1.ListCronEntriesResponse
+	(*ListWorkersRequest)(nil),          // 39: decree.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                  // 40: decree.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),         // 41: decree.v1.ListWorkersResponse
+	(*GetStatusRequest)(nil),            // 42: decree.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),           // 43: decree.v1.GetStatusResponse
+	(*CheckRoutinesRequest)(nil),        // 44: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),              // 45: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),       // 46: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),   // 47: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil),  // 48: decree.v1.GetDeadLetterStatsResponse
+	nil,                                 // 49: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                       // 50: decree.v1.Field
+	(*MessageInfo)(nil),                 // 51: decree.v1.MessageInfo
+	(MessageState)(0),                   // 52: decree.v1.MessageState
+	(*Event)(nil),                       // 53: decree.v1.Event
+	(*LogChunk)(nil),                    // 54: decree.v1.LogChunk
+	(*RunInfo)(nil),                     // 55: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                 // 56: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),       // 57: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),              // 58: decree.v1.UsageLimitWait
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	46, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	47, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
-	48, // 2: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
-	49, // 3: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
-	50, // 4: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
-	3,  // 5: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
-	6,  // 6: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	49, // 7: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	50, // 8: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	48, // 9: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	47, // 10: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	47, // 11: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	51, // 12: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	51, // 13: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	52, // 14: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	47, // 15: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	47, // 16: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	53, // 17: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	53, // 18: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
-	33, // 19: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	45, // 20: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	53, // 21: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	36, // 22: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	47, // 23: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	54, // 24: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
-	47, // 25: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
-	41, // 26: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	53, // 27: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 28: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 29: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	5,  // 30: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	8,  // 31: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	10, // 32: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	12, // 33: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	14, // 34: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	16, // 35: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	18, // 36: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	20, // 37: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	22, // 38: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	24, // 39: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	26, // 40: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	28, // 41: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	30, // 42: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	32, // 43: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	35, // 44: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	38, // 45: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	40, // 46: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	43, // 47: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	1,  // 48: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 49: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	7,  // 50: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	9,  // 51: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	11, // 52: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	13, // 53: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	15, // 54: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	17, // 55: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	19, // 56: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	21, // 57: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	23, // 58: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	25, // 59: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	27, // 60: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	29, // 61: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	31, // 62: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	34, // 63: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	37, // 64: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	39, // 65: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	42, // 66: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	44, // 67: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	48, // [48:68] is the sub-list for method output_type
-	28, // [28:48] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	50, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	51, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	0,  // 2: decree.v1.SubmitMessageStreamRequest.header:type_name -> decree.v1.SubmitMessageRequest
+	51, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
+	52, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
+	53, // 5: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	54, // 6: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	5,  // 7: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
+	8,  // 8: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
+	53, // 9: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	54, // 10: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	52, // 11: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	51, // 12: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	51, // 13: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	55, // 14: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	55, // 15: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	56, // 16: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	51, // 17: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	51, // 18: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	57, // 19: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	57, // 20: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	37, // 21: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
+	49, // 22: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	57, // 23: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	40, // 24: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
+	51, // 25: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	58, // 26: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	51, // 27: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
+	45, // 28: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	57, // 29: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 30: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 31: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
+	4,  // 32: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	7,  // 33: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	10, // 34: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	12, // 35: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	14, // 36: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	16, // 37: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	18, // 38: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
+	20, // 39: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	22, // 40: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	24, // 41: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	26, // 42: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	28, // 43: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	30, // 44: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	32, // 45: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	34, // 46: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	36, // 47: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	39, // 48: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	42, // 49: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	44, // 50: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	47, // 51: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 52: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	3,  // 53: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
+	6,  // 54: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	9,  // 55: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	11, // 56: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	13, // 57: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	15, // 58: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	17, // 59: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	19, // 60: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
+	21, // 61: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	23, // 62: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	25, // 63: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	27, // 64: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	29, // 65: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	31, // 66: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	33, // 67: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	35, // 68: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	38, // 69: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	41, // 70: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	43, // 71: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	46, // 72: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	48, // 73: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	52, // [52:74] is the sub-list for method output_type
+	30, // [30:52] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -3139,7 +3440,11 @@ func file_decree_v1_controller_proto_init() {
 		return
 	}
 	file_decree_v1_types_proto_init()
-	file_decree_v1_controller_proto_msgTypes[4].OneofWrappers = []any{
+	file_decree_v1_controller_proto_msgTypes[2].OneofWrappers = []any{
+		(*SubmitMessageStreamRequest_Header)(nil),
+		(*SubmitMessageStreamRequest_BodyChunk)(nil),
+	}
+	file_decree_v1_controller_proto_msgTypes[6].OneofWrappers = []any{
 		(*WatchMessageResponse_Event)(nil),
 		(*WatchMessageResponse_Log)(nil),
 		(*WatchMessageResponse_Outcome)(nil),
@@ -3150,7 +3455,7 @@ func file_decree_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,26 +19,28 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_SubmitMessage_FullMethodName      = "/decree.v1.ControllerService/SubmitMessage"
-	ControllerService_WatchMessage_FullMethodName       = "/decree.v1.ControllerService/WatchMessage"
-	ControllerService_ProcessMigrations_FullMethodName  = "/decree.v1.ControllerService/ProcessMigrations"
-	ControllerService_WatchEvents_FullMethodName        = "/decree.v1.ControllerService/WatchEvents"
-	ControllerService_WatchLogs_FullMethodName          = "/decree.v1.ControllerService/WatchLogs"
-	ControllerService_ListMessages_FullMethodName       = "/decree.v1.ControllerService/ListMessages"
-	ControllerService_GetMessage_FullMethodName         = "/decree.v1.ControllerService/GetMessage"
-	ControllerService_ListRuns_FullMethodName           = "/decree.v1.ControllerService/ListRuns"
-	ControllerService_GetRun_FullMethodName             = "/decree.v1.ControllerService/GetRun"
-	ControllerService_GetArtifact_FullMethodName        = "/decree.v1.ControllerService/GetArtifact"
-	ControllerService_ListRoutines_FullMethodName       = "/decree.v1.ControllerService/ListRoutines"
-	ControllerService_SyncRoutines_FullMethodName       = "/decree.v1.ControllerService/SyncRoutines"
-	ControllerService_RequeueMessage_FullMethodName     = "/decree.v1.ControllerService/RequeueMessage"
-	ControllerService_CancelMessage_FullMethodName      = "/decree.v1.ControllerService/CancelMessage"
-	ControllerService_RevertMessage_FullMethodName      = "/decree.v1.ControllerService/RevertMessage"
-	ControllerService_ListCronEntries_FullMethodName    = "/decree.v1.ControllerService/ListCronEntries"
-	ControllerService_ListWorkers_FullMethodName        = "/decree.v1.ControllerService/ListWorkers"
-	ControllerService_GetStatus_FullMethodName          = "/decree.v1.ControllerService/GetStatus"
-	ControllerService_CheckRoutines_FullMethodName      = "/decree.v1.ControllerService/CheckRoutines"
-	ControllerService_GetDeadLetterStats_FullMethodName = "/decree.v1.ControllerService/GetDeadLetterStats"
+	ControllerService_SubmitMessage_FullMethodName       = "/decree.v1.ControllerService/SubmitMessage"
+	ControllerService_SubmitMessageStream_FullMethodName = "/decree.v1.ControllerService/SubmitMessageStream"
+	ControllerService_WatchMessage_FullMethodName        = "/decree.v1.ControllerService/WatchMessage"
+	ControllerService_ProcessMigrations_FullMethodName   = "/decree.v1.ControllerService/ProcessMigrations"
+	ControllerService_WatchEvents_FullMethodName         = "/decree.v1.ControllerService/WatchEvents"
+	ControllerService_WatchLogs_FullMethodName           = "/decree.v1.ControllerService/WatchLogs"
+	ControllerService_ListMessages_FullMethodName        = "/decree.v1.ControllerService/ListMessages"
+	ControllerService_GetMessage_FullMethodName          = "/decree.v1.ControllerService/GetMessage"
+	ControllerService_GetMessageBody_FullMethodName      = "/decree.v1.ControllerService/GetMessageBody"
+	ControllerService_ListRuns_FullMethodName            = "/decree.v1.ControllerService/ListRuns"
+	ControllerService_GetRun_FullMethodName              = "/decree.v1.ControllerService/GetRun"
+	ControllerService_GetArtifact_FullMethodName         = "/decree.v1.ControllerService/GetArtifact"
+	ControllerService_ListRoutines_FullMethodName        = "/decree.v1.ControllerService/ListRoutines"
+	ControllerService_SyncRoutines_FullMethodName        = "/decree.v1.ControllerService/SyncRoutines"
+	ControllerService_RequeueMessage_FullMethodName      = "/decree.v1.ControllerService/RequeueMessage"
+	ControllerService_CancelMessage_FullMethodName       = "/decree.v1.ControllerService/CancelMessage"
+	ControllerService_RevertMessage_FullMethodName       = "/decree.v1.ControllerService/RevertMessage"
+	ControllerService_ListCronEntries_FullMethodName     = "/decree.v1.ControllerService/ListCronEntries"
+	ControllerService_ListWorkers_FullMethodName         = "/decree.v1.ControllerService/ListWorkers"
+	ControllerService_GetStatus_FullMethodName           = "/decree.v1.ControllerService/GetStatus"
+	ControllerService_CheckRoutines_FullMethodName       = "/decree.v1.ControllerService/CheckRoutines"
+	ControllerService_GetDeadLetterStats_FullMethodName  = "/decree.v1.ControllerService/GetDeadLetterStats"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -77,6 +79,15 @@ type ControllerServiceClient interface {
 	// follow-ups, when WatchEvents from event_sequence reports
 	// EVENT_KIND_CHAIN_FINISHED for the returned chain.
 	SubmitMessage(ctx context.Context, in *SubmitMessageRequest, opts ...grpc.CallOption) (*SubmitMessageResponse, error)
+	// SubmitMessageStream is SubmitMessage for bodies of any size up to the
+	// message size limit (63 MiB), sent in pieces: the first request carries
+	// the header (name, fields, request_id) and no body; each later one a
+	// piece of the body, in order. The header is validated before any body is
+	// read (the same errors as SubmitMessage), and the body goes straight to
+	// disk, so neither side holds it whole. The response, idempotency and
+	// errors are those of SubmitMessage; the same request_id names the same
+	// submission through either call.
+	SubmitMessageStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SubmitMessageStreamRequest, SubmitMessageStreamResponse], error)
 	// WatchMessage follows one message to its end: its events (queued,
 	// started, attempts, warnings, reverts) and, after each
 	// EVENT_KIND_ATTEMPT_STARTED, the bytes of that attempt's routine log, in
@@ -101,8 +112,13 @@ type ControllerServiceClient interface {
 	WatchLogs(ctx context.Context, in *WatchLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLogsResponse], error)
 	// ListMessages lists messages in the inbox, done and dead.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
-	// GetMessage returns one message with its body.
+	// GetMessage returns one message with its body when the body is at most
+	// 1 MiB; a larger body is left out (body_omitted) and read with
+	// GetMessageBody.
 	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error)
+	// GetMessageBody streams one message's body, byte for byte, in pieces of
+	// at most 256 KiB, whatever its size.
+	GetMessageBody(ctx context.Context, in *GetMessageBodyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetMessageBodyResponse], error)
 	// ListRuns lists runs, newest first.
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	// GetRun returns one run.
@@ -164,9 +180,22 @@ func (c *controllerServiceClient) SubmitMessage(ctx context.Context, in *SubmitM
 	return out, nil
 }
 
+func (c *controllerServiceClient) SubmitMessageStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SubmitMessageStreamRequest, SubmitMessageStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[0], ControllerService_SubmitMessageStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubmitMessageStreamRequest, SubmitMessageStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_SubmitMessageStreamClient = grpc.ClientStreamingClient[SubmitMessageStreamRequest, SubmitMessageStreamResponse]
+
 func (c *controllerServiceClient) WatchMessage(ctx context.Context, in *WatchMessageRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMessageResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[0], ControllerService_WatchMessage_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[1], ControllerService_WatchMessage_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +224,7 @@ func (c *controllerServiceClient) ProcessMigrations(ctx context.Context, in *Pro
 
 func (c *controllerServiceClient) WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[1], ControllerService_WatchEvents_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[2], ControllerService_WatchEvents_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +243,7 @@ type ControllerService_WatchEventsClient = grpc.ServerStreamingClient[WatchEvent
 
 func (c *controllerServiceClient) WatchLogs(ctx context.Context, in *WatchLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLogsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[2], ControllerService_WatchLogs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[3], ControllerService_WatchLogs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +280,25 @@ func (c *controllerServiceClient) GetMessage(ctx context.Context, in *GetMessage
 	return out, nil
 }
 
+func (c *controllerServiceClient) GetMessageBody(ctx context.Context, in *GetMessageBodyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetMessageBodyResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[4], ControllerService_GetMessageBody_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetMessageBodyRequest, GetMessageBodyResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_GetMessageBodyClient = grpc.ServerStreamingClient[GetMessageBodyResponse]
+
 func (c *controllerServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListRunsResponse)
@@ -273,7 +321,7 @@ func (c *controllerServiceClient) GetRun(ctx context.Context, in *GetRunRequest,
 
 func (c *controllerServiceClient) GetArtifact(ctx context.Context, in *GetArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArtifactResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[3], ControllerService_GetArtifact_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[5], ControllerService_GetArtifact_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -426,6 +474,15 @@ type ControllerServiceServer interface {
 	// follow-ups, when WatchEvents from event_sequence reports
 	// EVENT_KIND_CHAIN_FINISHED for the returned chain.
 	SubmitMessage(context.Context, *SubmitMessageRequest) (*SubmitMessageResponse, error)
+	// SubmitMessageStream is SubmitMessage for bodies of any size up to the
+	// message size limit (63 MiB), sent in pieces: the first request carries
+	// the header (name, fields, request_id) and no body; each later one a
+	// piece of the body, in order. The header is validated before any body is
+	// read (the same errors as SubmitMessage), and the body goes straight to
+	// disk, so neither side holds it whole. The response, idempotency and
+	// errors are those of SubmitMessage; the same request_id names the same
+	// submission through either call.
+	SubmitMessageStream(grpc.ClientStreamingServer[SubmitMessageStreamRequest, SubmitMessageStreamResponse]) error
 	// WatchMessage follows one message to its end: its events (queued,
 	// started, attempts, warnings, reverts) and, after each
 	// EVENT_KIND_ATTEMPT_STARTED, the bytes of that attempt's routine log, in
@@ -450,8 +507,13 @@ type ControllerServiceServer interface {
 	WatchLogs(*WatchLogsRequest, grpc.ServerStreamingServer[WatchLogsResponse]) error
 	// ListMessages lists messages in the inbox, done and dead.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
-	// GetMessage returns one message with its body.
+	// GetMessage returns one message with its body when the body is at most
+	// 1 MiB; a larger body is left out (body_omitted) and read with
+	// GetMessageBody.
 	GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error)
+	// GetMessageBody streams one message's body, byte for byte, in pieces of
+	// at most 256 KiB, whatever its size.
+	GetMessageBody(*GetMessageBodyRequest, grpc.ServerStreamingServer[GetMessageBodyResponse]) error
 	// ListRuns lists runs, newest first.
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	// GetRun returns one run.
@@ -506,6 +568,9 @@ type UnimplementedControllerServiceServer struct{}
 func (UnimplementedControllerServiceServer) SubmitMessage(context.Context, *SubmitMessageRequest) (*SubmitMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitMessage not implemented")
 }
+func (UnimplementedControllerServiceServer) SubmitMessageStream(grpc.ClientStreamingServer[SubmitMessageStreamRequest, SubmitMessageStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method SubmitMessageStream not implemented")
+}
 func (UnimplementedControllerServiceServer) WatchMessage(*WatchMessageRequest, grpc.ServerStreamingServer[WatchMessageResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchMessage not implemented")
 }
@@ -523,6 +588,9 @@ func (UnimplementedControllerServiceServer) ListMessages(context.Context, *ListM
 }
 func (UnimplementedControllerServiceServer) GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedControllerServiceServer) GetMessageBody(*GetMessageBodyRequest, grpc.ServerStreamingServer[GetMessageBodyResponse]) error {
+	return status.Error(codes.Unimplemented, "method GetMessageBody not implemented")
 }
 func (UnimplementedControllerServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
@@ -601,6 +669,13 @@ func _ControllerService_SubmitMessage_Handler(srv interface{}, ctx context.Conte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _ControllerService_SubmitMessageStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ControllerServiceServer).SubmitMessageStream(&grpc.GenericServerStream[SubmitMessageStreamRequest, SubmitMessageStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_SubmitMessageStreamServer = grpc.ClientStreamingServer[SubmitMessageStreamRequest, SubmitMessageStreamResponse]
 
 func _ControllerService_WatchMessage_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchMessageRequest)
@@ -688,6 +763,17 @@ func _ControllerService_GetMessage_Handler(srv interface{}, ctx context.Context,
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _ControllerService_GetMessageBody_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetMessageBodyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControllerServiceServer).GetMessageBody(m, &grpc.GenericServerStream[GetMessageBodyRequest, GetMessageBodyResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerService_GetMessageBodyServer = grpc.ServerStreamingServer[GetMessageBodyResponse]
 
 func _ControllerService_ListRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRunsRequest)
@@ -990,6 +1076,11 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Streams: []grpc.StreamDesc{
 		{
+			StreamName:    "SubmitMessageStream",
+			Handler:       _ControllerService_SubmitMessageStream_Handler,
+			ClientStreams: true,
+		},
+		{
 			StreamName:    "WatchMessage",
 			Handler:       _ControllerService_WatchMessage_Handler,
 			ServerStreams: true,
@@ -1002,6 +1093,11 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchLogs",
 			Handler:       _ControllerService_WatchLogs_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetMessageBody",
+			Handler:       _ControllerService_GetMessageBody_Handler,
 			ServerStreams: true,
 		},
 		{

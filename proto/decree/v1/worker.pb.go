@@ -506,8 +506,13 @@ type RunFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// File name (message.md, failure-context.md).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Content.
-	Content       []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// Content, unless fetch is set.
+	Content []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// The file's size in bytes.
+	Size uint64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// True when the file is too large to travel in the assignment (over 1
+	// MiB): content is empty and the worker reads the file with GetRunFile.
+	Fetch         bool `protobuf:"varint,4,opt,name=fetch,proto3" json:"fetch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +559,20 @@ func (x *RunFile) GetContent() []byte {
 		return x.Content
 	}
 	return nil
+}
+
+func (x *RunFile) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *RunFile) GetFetch() bool {
+	if x != nil {
+		return x.Fetch
+	}
+	return false
 }
 
 // Assignment is one piece of work under a lease.
@@ -1566,6 +1585,116 @@ func (x *PutBlobsResponse) GetStored() []string {
 	return nil
 }
 
+// GetRunFileRequest names a run file of an active lease.
+type GetRunFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease the file belongs to.
+	LeaseToken string `protobuf:"bytes,1,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// The file's name, as the assignment's run_files gives it.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunFileRequest) Reset() {
+	*x = GetRunFileRequest{}
+	mi := &file_decree_v1_worker_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunFileRequest) ProtoMessage() {}
+
+func (x *GetRunFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_worker_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunFileRequest.ProtoReflect.Descriptor instead.
+func (*GetRunFileRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_worker_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetRunFileRequest) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
+}
+
+func (x *GetRunFileRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetRunFileResponse is one piece of a run file.
+type GetRunFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where data starts in the file.
+	Offset uint64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The bytes.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunFileResponse) Reset() {
+	*x = GetRunFileResponse{}
+	mi := &file_decree_v1_worker_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunFileResponse) ProtoMessage() {}
+
+func (x *GetRunFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_worker_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunFileResponse.ProtoReflect.Descriptor instead.
+func (*GetRunFileResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_worker_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetRunFileResponse) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetRunFileResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_decree_v1_worker_proto protoreflect.FileDescriptor
 
 const file_decree_v1_worker_proto_rawDesc = "" +
@@ -1603,10 +1732,12 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x04 \x01(\fR\acontent\x120\n" +
-	"\x06format\x18\x05 \x01(\x0e2\x18.decree.v1.RoutineFormatR\x06format\"7\n" +
+	"\x06format\x18\x05 \x01(\x0e2\x18.decree.v1.RoutineFormatR\x06format\"a\n" +
 	"\aRunFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\fR\acontent\"\xff\x05\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x14\n" +
+	"\x05fetch\x18\x04 \x01(\bR\x05fetch\"\xff\x05\n" +
 	"\n" +
 	"Assignment\x12\x1f\n" +
 	"\vlease_token\x18\x01 \x01(\tR\n" +
@@ -1697,7 +1828,14 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x04data\x18\x04 \x01(\fR\x04data\x12\x12\n" +
 	"\x04last\x18\x05 \x01(\bR\x04last\"*\n" +
 	"\x10PutBlobsResponse\x12\x16\n" +
-	"\x06stored\x18\x01 \x03(\tR\x06stored*\xa3\x01\n" +
+	"\x06stored\x18\x01 \x03(\tR\x06stored\"H\n" +
+	"\x11GetRunFileRequest\x12\x1f\n" +
+	"\vlease_token\x18\x01 \x01(\tR\n" +
+	"leaseToken\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"@\n" +
+	"\x12GetRunFileResponse\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data*\xa3\x01\n" +
 	"\x0eAssignmentKind\x12\x1f\n" +
 	"\x1bASSIGNMENT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ASSIGNMENT_KIND_ROUTINE\x10\x01\x12\x18\n" +
@@ -1708,7 +1846,7 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x1eRETURNED_FILE_AREA_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RETURNED_FILE_AREA_INBOX\x10\x01\x12\x1d\n" +
 	"\x19RETURNED_FILE_AREA_OUTBOX\x10\x02\x12\x1e\n" +
-	"\x1aRETURNED_FILE_AREA_RUN_DIR\x10\x032\xb7\x05\n" +
+	"\x1aRETURNED_FILE_AREA_RUN_DIR\x10\x032\x84\x06\n" +
 	"\rWorkerService\x12U\n" +
 	"\x0eRegisterWorker\x12 .decree.v1.RegisterWorkerRequest\x1a!.decree.v1.RegisterWorkerResponse\x12`\n" +
 	"\x11StreamAssignments\x12#.decree.v1.StreamAssignmentsRequest\x1a$.decree.v1.StreamAssignmentsResponse0\x01\x12F\n" +
@@ -1717,7 +1855,9 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"UploadLogs\x12\x1c.decree.v1.UploadLogsRequest\x1a\x1d.decree.v1.UploadLogsResponse(\x01\x12a\n" +
 	"\x12CompleteAssignment\x12$.decree.v1.CompleteAssignmentRequest\x1a%.decree.v1.CompleteAssignmentResponse\x12g\n" +
 	"\x14GetWorkspaceManifest\x12&.decree.v1.GetWorkspaceManifestRequest\x1a'.decree.v1.GetWorkspaceManifestResponse\x12E\n" +
-	"\bGetBlobs\x12\x1a.decree.v1.GetBlobsRequest\x1a\x1b.decree.v1.GetBlobsResponse0\x01\x12E\n" +
+	"\bGetBlobs\x12\x1a.decree.v1.GetBlobsRequest\x1a\x1b.decree.v1.GetBlobsResponse0\x01\x12K\n" +
+	"\n" +
+	"GetRunFile\x12\x1c.decree.v1.GetRunFileRequest\x1a\x1d.decree.v1.GetRunFileResponse0\x01\x12E\n" +
 	"\bPutBlobs\x12\x1a.decree.v1.PutBlobsRequest\x1a\x1b.decree.v1.PutBlobsResponse(\x01B5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
 
 var (
@@ -1733,7 +1873,7 @@ func file_decree_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_decree_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_decree_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_decree_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_decree_v1_worker_proto_goTypes = []any{
 	(AssignmentKind)(0),                  // 0: decree.v1.AssignmentKind
 	(ReturnedFileArea)(0),                // 1: decree.v1.ReturnedFileArea
@@ -1758,40 +1898,42 @@ var file_decree_v1_worker_proto_goTypes = []any{
 	(*GetBlobsResponse)(nil),             // 20: decree.v1.GetBlobsResponse
 	(*PutBlobsRequest)(nil),              // 21: decree.v1.PutBlobsRequest
 	(*PutBlobsResponse)(nil),             // 22: decree.v1.PutBlobsResponse
-	nil,                                  // 23: decree.v1.RegisterWorkerRequest.LabelsEntry
-	nil,                                  // 24: decree.v1.Assignment.ParamsEntry
-	nil,                                  // 25: decree.v1.Assignment.EnvEntry
-	nil,                                  // 26: decree.v1.UploadLogsResponse.StoredOffsetsEntry
-	nil,                                  // 27: decree.v1.CompleteAssignmentRequest.LogSizesEntry
-	(*durationpb.Duration)(nil),          // 28: google.protobuf.Duration
-	(RoutineFormat)(0),                   // 29: decree.v1.RoutineFormat
-	(*TreeSettings)(nil),                 // 30: decree.v1.TreeSettings
-	(*LogChunk)(nil),                     // 31: decree.v1.LogChunk
-	(*ExitStatus)(nil),                   // 32: decree.v1.ExitStatus
-	(*FileEntry)(nil),                    // 33: decree.v1.FileEntry
+	(*GetRunFileRequest)(nil),            // 23: decree.v1.GetRunFileRequest
+	(*GetRunFileResponse)(nil),           // 24: decree.v1.GetRunFileResponse
+	nil,                                  // 25: decree.v1.RegisterWorkerRequest.LabelsEntry
+	nil,                                  // 26: decree.v1.Assignment.ParamsEntry
+	nil,                                  // 27: decree.v1.Assignment.EnvEntry
+	nil,                                  // 28: decree.v1.UploadLogsResponse.StoredOffsetsEntry
+	nil,                                  // 29: decree.v1.CompleteAssignmentRequest.LogSizesEntry
+	(*durationpb.Duration)(nil),          // 30: google.protobuf.Duration
+	(RoutineFormat)(0),                   // 31: decree.v1.RoutineFormat
+	(*TreeSettings)(nil),                 // 32: decree.v1.TreeSettings
+	(*LogChunk)(nil),                     // 33: decree.v1.LogChunk
+	(*ExitStatus)(nil),                   // 34: decree.v1.ExitStatus
+	(*FileEntry)(nil),                    // 35: decree.v1.FileEntry
 }
 var file_decree_v1_worker_proto_depIdxs = []int32{
-	23, // 0: decree.v1.RegisterWorkerRequest.labels:type_name -> decree.v1.RegisterWorkerRequest.LabelsEntry
+	25, // 0: decree.v1.RegisterWorkerRequest.labels:type_name -> decree.v1.RegisterWorkerRequest.LabelsEntry
 	2,  // 1: decree.v1.RegisterWorkerRequest.drivers:type_name -> decree.v1.DriverInfo
-	28, // 2: decree.v1.RegisterWorkerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	28, // 3: decree.v1.RegisterWorkerResponse.lease_ttl:type_name -> google.protobuf.Duration
-	29, // 4: decree.v1.RoutineRef.format:type_name -> decree.v1.RoutineFormat
+	30, // 2: decree.v1.RegisterWorkerResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	30, // 3: decree.v1.RegisterWorkerResponse.lease_ttl:type_name -> google.protobuf.Duration
+	31, // 4: decree.v1.RoutineRef.format:type_name -> decree.v1.RoutineFormat
 	0,  // 5: decree.v1.Assignment.kind:type_name -> decree.v1.AssignmentKind
 	6,  // 6: decree.v1.Assignment.routine:type_name -> decree.v1.RoutineRef
-	24, // 7: decree.v1.Assignment.params:type_name -> decree.v1.Assignment.ParamsEntry
-	25, // 8: decree.v1.Assignment.env:type_name -> decree.v1.Assignment.EnvEntry
+	26, // 7: decree.v1.Assignment.params:type_name -> decree.v1.Assignment.ParamsEntry
+	27, // 8: decree.v1.Assignment.env:type_name -> decree.v1.Assignment.EnvEntry
 	7,  // 9: decree.v1.Assignment.run_files:type_name -> decree.v1.RunFile
-	28, // 10: decree.v1.Assignment.timeout:type_name -> google.protobuf.Duration
-	30, // 11: decree.v1.Assignment.tree:type_name -> decree.v1.TreeSettings
+	30, // 10: decree.v1.Assignment.timeout:type_name -> google.protobuf.Duration
+	32, // 11: decree.v1.Assignment.tree:type_name -> decree.v1.TreeSettings
 	8,  // 12: decree.v1.StreamAssignmentsResponse.assignment:type_name -> decree.v1.Assignment
-	31, // 13: decree.v1.UploadLogsRequest.chunk:type_name -> decree.v1.LogChunk
-	26, // 14: decree.v1.UploadLogsResponse.stored_offsets:type_name -> decree.v1.UploadLogsResponse.StoredOffsetsEntry
+	33, // 13: decree.v1.UploadLogsRequest.chunk:type_name -> decree.v1.LogChunk
+	28, // 14: decree.v1.UploadLogsResponse.stored_offsets:type_name -> decree.v1.UploadLogsResponse.StoredOffsetsEntry
 	1,  // 15: decree.v1.ReturnedFile.area:type_name -> decree.v1.ReturnedFileArea
-	32, // 16: decree.v1.CompleteAssignmentRequest.status:type_name -> decree.v1.ExitStatus
-	33, // 17: decree.v1.CompleteAssignmentRequest.workspace_manifest:type_name -> decree.v1.FileEntry
+	34, // 16: decree.v1.CompleteAssignmentRequest.status:type_name -> decree.v1.ExitStatus
+	35, // 17: decree.v1.CompleteAssignmentRequest.workspace_manifest:type_name -> decree.v1.FileEntry
 	14, // 18: decree.v1.CompleteAssignmentRequest.files:type_name -> decree.v1.ReturnedFile
-	27, // 19: decree.v1.CompleteAssignmentRequest.log_sizes:type_name -> decree.v1.CompleteAssignmentRequest.LogSizesEntry
-	33, // 20: decree.v1.GetWorkspaceManifestResponse.files:type_name -> decree.v1.FileEntry
+	29, // 19: decree.v1.CompleteAssignmentRequest.log_sizes:type_name -> decree.v1.CompleteAssignmentRequest.LogSizesEntry
+	35, // 20: decree.v1.GetWorkspaceManifestResponse.files:type_name -> decree.v1.FileEntry
 	3,  // 21: decree.v1.WorkerService.RegisterWorker:input_type -> decree.v1.RegisterWorkerRequest
 	5,  // 22: decree.v1.WorkerService.StreamAssignments:input_type -> decree.v1.StreamAssignmentsRequest
 	10, // 23: decree.v1.WorkerService.Heartbeat:input_type -> decree.v1.HeartbeatRequest
@@ -1799,17 +1941,19 @@ var file_decree_v1_worker_proto_depIdxs = []int32{
 	15, // 25: decree.v1.WorkerService.CompleteAssignment:input_type -> decree.v1.CompleteAssignmentRequest
 	17, // 26: decree.v1.WorkerService.GetWorkspaceManifest:input_type -> decree.v1.GetWorkspaceManifestRequest
 	19, // 27: decree.v1.WorkerService.GetBlobs:input_type -> decree.v1.GetBlobsRequest
-	21, // 28: decree.v1.WorkerService.PutBlobs:input_type -> decree.v1.PutBlobsRequest
-	4,  // 29: decree.v1.WorkerService.RegisterWorker:output_type -> decree.v1.RegisterWorkerResponse
-	9,  // 30: decree.v1.WorkerService.StreamAssignments:output_type -> decree.v1.StreamAssignmentsResponse
-	11, // 31: decree.v1.WorkerService.Heartbeat:output_type -> decree.v1.HeartbeatResponse
-	13, // 32: decree.v1.WorkerService.UploadLogs:output_type -> decree.v1.UploadLogsResponse
-	16, // 33: decree.v1.WorkerService.CompleteAssignment:output_type -> decree.v1.CompleteAssignmentResponse
-	18, // 34: decree.v1.WorkerService.GetWorkspaceManifest:output_type -> decree.v1.GetWorkspaceManifestResponse
-	20, // 35: decree.v1.WorkerService.GetBlobs:output_type -> decree.v1.GetBlobsResponse
-	22, // 36: decree.v1.WorkerService.PutBlobs:output_type -> decree.v1.PutBlobsResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
+	23, // 28: decree.v1.WorkerService.GetRunFile:input_type -> decree.v1.GetRunFileRequest
+	21, // 29: decree.v1.WorkerService.PutBlobs:input_type -> decree.v1.PutBlobsRequest
+	4,  // 30: decree.v1.WorkerService.RegisterWorker:output_type -> decree.v1.RegisterWorkerResponse
+	9,  // 31: decree.v1.WorkerService.StreamAssignments:output_type -> decree.v1.StreamAssignmentsResponse
+	11, // 32: decree.v1.WorkerService.Heartbeat:output_type -> decree.v1.HeartbeatResponse
+	13, // 33: decree.v1.WorkerService.UploadLogs:output_type -> decree.v1.UploadLogsResponse
+	16, // 34: decree.v1.WorkerService.CompleteAssignment:output_type -> decree.v1.CompleteAssignmentResponse
+	18, // 35: decree.v1.WorkerService.GetWorkspaceManifest:output_type -> decree.v1.GetWorkspaceManifestResponse
+	20, // 36: decree.v1.WorkerService.GetBlobs:output_type -> decree.v1.GetBlobsResponse
+	24, // 37: decree.v1.WorkerService.GetRunFile:output_type -> decree.v1.GetRunFileResponse
+	22, // 38: decree.v1.WorkerService.PutBlobs:output_type -> decree.v1.PutBlobsResponse
+	30, // [30:39] is the sub-list for method output_type
+	21, // [21:30] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1827,7 +1971,7 @@ func file_decree_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_worker_proto_rawDesc), len(file_decree_v1_worker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

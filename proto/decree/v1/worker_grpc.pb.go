@@ -26,6 +26,7 @@ const (
 	WorkerService_CompleteAssignment_FullMethodName   = "/decree.v1.WorkerService/CompleteAssignment"
 	WorkerService_GetWorkspaceManifest_FullMethodName = "/decree.v1.WorkerService/GetWorkspaceManifest"
 	WorkerService_GetBlobs_FullMethodName             = "/decree.v1.WorkerService/GetBlobs"
+	WorkerService_GetRunFile_FullMethodName           = "/decree.v1.WorkerService/GetRunFile"
 	WorkerService_PutBlobs_FullMethodName             = "/decree.v1.WorkerService/PutBlobs"
 )
 
@@ -65,6 +66,10 @@ type WorkerServiceClient interface {
 	GetWorkspaceManifest(ctx context.Context, in *GetWorkspaceManifestRequest, opts ...grpc.CallOption) (*GetWorkspaceManifestResponse, error)
 	// GetBlobs streams file contents by SHA-256, in chunks.
 	GetBlobs(ctx context.Context, in *GetBlobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetBlobsResponse], error)
+	// GetRunFile streams a run file of the lease's message that the
+	// assignment lists with fetch set (a large message.md), in pieces of at
+	// most 256 KiB.
+	GetRunFile(ctx context.Context, in *GetRunFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetRunFileResponse], error)
 	// PutBlobs uploads file contents by SHA-256, in chunks; the controller
 	// checks every hash before accepting a blob.
 	PutBlobs(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutBlobsRequest, PutBlobsResponse], error)
@@ -169,9 +174,28 @@ func (c *workerServiceClient) GetBlobs(ctx context.Context, in *GetBlobsRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_GetBlobsClient = grpc.ServerStreamingClient[GetBlobsResponse]
 
+func (c *workerServiceClient) GetRunFile(ctx context.Context, in *GetRunFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetRunFileResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkerService_ServiceDesc.Streams[3], WorkerService_GetRunFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetRunFileRequest, GetRunFileResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_GetRunFileClient = grpc.ServerStreamingClient[GetRunFileResponse]
+
 func (c *workerServiceClient) PutBlobs(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutBlobsRequest, PutBlobsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &WorkerService_ServiceDesc.Streams[3], WorkerService_PutBlobs_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &WorkerService_ServiceDesc.Streams[4], WorkerService_PutBlobs_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +242,10 @@ type WorkerServiceServer interface {
 	GetWorkspaceManifest(context.Context, *GetWorkspaceManifestRequest) (*GetWorkspaceManifestResponse, error)
 	// GetBlobs streams file contents by SHA-256, in chunks.
 	GetBlobs(*GetBlobsRequest, grpc.ServerStreamingServer[GetBlobsResponse]) error
+	// GetRunFile streams a run file of the lease's message that the
+	// assignment lists with fetch set (a large message.md), in pieces of at
+	// most 256 KiB.
+	GetRunFile(*GetRunFileRequest, grpc.ServerStreamingServer[GetRunFileResponse]) error
 	// PutBlobs uploads file contents by SHA-256, in chunks; the controller
 	// checks every hash before accepting a blob.
 	PutBlobs(grpc.ClientStreamingServer[PutBlobsRequest, PutBlobsResponse]) error
@@ -251,6 +279,9 @@ func (UnimplementedWorkerServiceServer) GetWorkspaceManifest(context.Context, *G
 }
 func (UnimplementedWorkerServiceServer) GetBlobs(*GetBlobsRequest, grpc.ServerStreamingServer[GetBlobsResponse]) error {
 	return status.Error(codes.Unimplemented, "method GetBlobs not implemented")
+}
+func (UnimplementedWorkerServiceServer) GetRunFile(*GetRunFileRequest, grpc.ServerStreamingServer[GetRunFileResponse]) error {
+	return status.Error(codes.Unimplemented, "method GetRunFile not implemented")
 }
 func (UnimplementedWorkerServiceServer) PutBlobs(grpc.ClientStreamingServer[PutBlobsRequest, PutBlobsResponse]) error {
 	return status.Error(codes.Unimplemented, "method PutBlobs not implemented")
@@ -377,6 +408,17 @@ func _WorkerService_GetBlobs_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type WorkerService_GetBlobsServer = grpc.ServerStreamingServer[GetBlobsResponse]
 
+func _WorkerService_GetRunFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetRunFileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkerServiceServer).GetRunFile(m, &grpc.GenericServerStream[GetRunFileRequest, GetRunFileResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkerService_GetRunFileServer = grpc.ServerStreamingServer[GetRunFileResponse]
+
 func _WorkerService_PutBlobs_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(WorkerServiceServer).PutBlobs(&grpc.GenericServerStream[PutBlobsRequest, PutBlobsResponse]{ServerStream: stream})
 }
@@ -422,6 +464,11 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "GetBlobs",
 			Handler:       _WorkerService_GetBlobs_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetRunFile",
+			Handler:       _WorkerService_GetRunFile_Handler,
 			ServerStreams: true,
 		},
 		{
