@@ -24,7 +24,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,23 +31,9 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-)
 
-const routine = `#!/usr/bin/env bash
-# Bench: queue the next message of the chain until seq reaches LAST, exit 0.
-set -euo pipefail
-spec_file="${spec_file:-}"
-message_file="${message_file:-}"
-message_id="${message_id:-}"
-message_dir="${message_dir:-}"
-chain="${chain:-}"
-seq="${seq:-}"
-last="${last:-0}"
-if [ "$seq" -lt "$last" ]; then
-  printf -- '---\nlast: %s\n---\nnext\n' "$last" > ".decree/inbox/${chain}-$((seq + 1)).md"
-fi
-exit 0
-`
+	"github.com/decreehq/decree/bench/internal/benchproj"
+)
 
 func main() {
 	ctl := flag.String("decreectl", "", "path of the built decreectl")
@@ -117,45 +102,7 @@ func run(ctl string, n, files, runs int) error {
 // project creates a decree project with a tree of files and the bench
 // routine, configured for a chain of n messages.
 func project(files, n int) (string, error) {
-	dir, err := os.MkdirTemp("", "decree-pipebench-")
-	if err != nil {
-		return "", err
-	}
-	rng := rand.New(rand.NewSource(1))
-	for i := 0; i < files; i++ {
-		p := filepath.Join(dir, "src", fmt.Sprintf("d%02d", i%40), fmt.Sprintf("f%04d.txt", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
-		}
-		b := make([]byte, 512+rng.Intn(2048))
-		for j := range b {
-			b[j] = byte('a' + rng.Intn(26))
-			if j%64 == 63 {
-				b[j] = '\n'
-			}
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return "", err
-		}
-		// A project's files are not all written in the last moment: age
-		// them past the checkpoint's racy-clean window (2 s), as they are
-		// in a real project, so the stat cache may trust them. Files the
-		// routines write during the chain stay fresh and are re-read.
-		old := time.Now().Add(-time.Hour)
-		if err := os.Chtimes(p, old, old); err != nil {
-			return "", err
-		}
-	}
-	for _, d := range []string{"routines", "inbox/done", "inbox/dead", "outbox"} {
-		if err := os.MkdirAll(filepath.Join(dir, ".decree", d), 0o755); err != nil {
-			return "", err
-		}
-	}
-	cfg := fmt.Sprintf("commands:\n  router: \"\"\nmax_retries: 1\nmax_depth: %d\ndefault_routine: chain\n", n+10)
-	if err := os.WriteFile(filepath.Join(dir, ".decree", "config.yml"), []byte(cfg), 0o644); err != nil {
-		return "", err
-	}
-	return dir, os.WriteFile(filepath.Join(dir, ".decree", "routines", "chain.sh"), []byte(routine), 0o755)
+	return benchproj.New("decree-pipebench-", files, n+10, "chain")
 }
 
 // viaBash runs the routine n times directly, as decree would (same

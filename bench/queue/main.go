@@ -20,7 +20,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,26 +29,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/decreehq/decree/bench/internal/benchproj"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
-
-const routine = `#!/usr/bin/env bash
-# Bench: queue the next message of the chain until seq reaches LAST, exit 0.
-set -euo pipefail
-spec_file="${spec_file:-}"
-message_file="${message_file:-}"
-message_id="${message_id:-}"
-message_dir="${message_dir:-}"
-chain="${chain:-}"
-seq="${seq:-}"
-last="${last:-0}"
-if [ "$seq" -lt "$last" ]; then
-  printf -- '---\nlast: %s\n---\nnext\n' "$last" > ".decree/inbox/${chain}-$((seq + 1)).md"
-fi
-exit 0
-`
 
 func main() {
 	bin := flag.String("bin", "", "directory holding the built decree-controller and decree-worker")
@@ -81,7 +65,7 @@ func bashMs(k int) float64 {
 	dir, _ := os.MkdirTemp("", "decree-queuebench-bash-")
 	defer os.RemoveAll(dir)
 	p := filepath.Join(dir, "r.sh")
-	_ = os.WriteFile(p, []byte(routine), 0o755)
+	_ = os.WriteFile(p, []byte(benchproj.Routine), 0o755)
 	_ = os.MkdirAll(filepath.Join(dir, ".decree", "inbox"), 0o755)
 	start := time.Now()
 	for i := 0; i < k; i++ {
@@ -222,40 +206,8 @@ func maxRSSkB(pid int) int {
 // messages, each of its own chain, named "<chain>-0.md" so that none needs
 // a chain assigned when the controller starts.
 func project(files, queued, k int) (string, error) {
-	dir, err := os.MkdirTemp("", "decree-queuebench-")
+	dir, err := benchproj.New("decree-queuebench-", files, k+10, "develop")
 	if err != nil {
-		return "", err
-	}
-	rng := rand.New(rand.NewSource(1))
-	old := time.Now().Add(-time.Hour)
-	for i := 0; i < files; i++ {
-		p := filepath.Join(dir, "src", fmt.Sprintf("d%02d", i%40), fmt.Sprintf("f%04d.txt", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
-		}
-		b := make([]byte, 512+rng.Intn(2048))
-		for j := range b {
-			b[j] = byte('a' + rng.Intn(26))
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return "", err
-		}
-		// Aged past the checkpoint's racy-clean window, as in a real
-		// project, so the stat cache may trust them.
-		if err := os.Chtimes(p, old, old); err != nil {
-			return "", err
-		}
-	}
-	for _, d := range []string{"routines", "inbox/done", "inbox/dead", "outbox"} {
-		if err := os.MkdirAll(filepath.Join(dir, ".decree", d), 0o755); err != nil {
-			return "", err
-		}
-	}
-	cfg := fmt.Sprintf("commands:\n  router: \"\"\nmax_retries: 1\nmax_depth: %d\ndefault_routine: develop\n", k+10)
-	if err := os.WriteFile(filepath.Join(dir, ".decree", "config.yml"), []byte(cfg), 0o644); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(dir, ".decree", "routines", "develop.sh"), []byte(routine), 0o755); err != nil {
 		return "", err
 	}
 	for i := 0; i < queued; i++ {
