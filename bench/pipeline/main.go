@@ -7,7 +7,8 @@
 //	pipeline-bench -profile DIR [-n 200] [-files 1000]
 //
 // -profile runs decreectl in this process (cli.Main) once and writes
-// cpu.pprof, and the blocking and mutex profiles, into DIR.
+// cpu.pprof, the blocking and mutex profiles and an execution trace
+// (trace.out) into DIR.
 //
 // It prints one line per measurement and a summary:
 //
@@ -59,7 +60,17 @@ func main() {
 	}
 }
 
+// Projects are removed only when the benchmark ends: freeing thousands of
+// inodes makes later file creations slower on some file systems (ext4
+// without a journal skips inodes freed in the last minute), which would
+// charge one measurement for the clean-up of the one before.
 func run(ctl string, n, files, runs int) error {
+	var dirs []string
+	defer func() {
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}()
 	var bashS, decreeS []float64
 	var rss, rssSmall int64
 	for i := 0; i < runs; i++ {
@@ -75,7 +86,7 @@ func run(ctl string, n, files, runs int) error {
 		if err != nil {
 			return err
 		}
-		os.RemoveAll(dir)
+		dirs = append(dirs, dir)
 		bashS, decreeS = append(bashS, b), append(decreeS, d)
 		rss = max(rss, r)
 		fmt.Printf("run %d: bash seconds=%.3f decree seconds=%.3f maxrss_mb=%.1f\n", i+1, b, d, float64(r)/1024)
@@ -87,7 +98,7 @@ func run(ctl string, n, files, runs int) error {
 		return err
 	}
 	_, rssSmall, err = viaDecree(ctl, dir, small)
-	os.RemoveAll(dir)
+	dirs = append(dirs, dir)
 	if err != nil {
 		return err
 	}
@@ -106,10 +117,14 @@ func project(files, n int) (string, error) {
 }
 
 // viaBash runs the routine n times directly, as decree would (same
-// environment variables, same follow-up file, removed afterwards).
+// environment variables, same follow-up file, filed away afterwards).
 func viaBash(dir string, n int) (float64, error) {
 	script := filepath.Join(dir, ".decree", "routines", "chain.sh")
 	chain := "2000010100000000"
+	filed := filepath.Join(dir, ".decree", "bench-bash-filed")
+	if err := os.MkdirAll(filed, 0o755); err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	for seq := 0; seq < n; seq++ {
 		cmd := exec.Command("bash", script)
@@ -120,7 +135,12 @@ func viaBash(dir string, n int) (float64, error) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("bash %s: %v\n%s", script, err, out)
 		}
-		os.Remove(filepath.Join(dir, ".decree", "inbox", fmt.Sprintf("%s-%d.md", chain, seq+1)))
+		// Filed away as decree files a processed message: renamed, not
+		// removed (see run).
+		name := fmt.Sprintf("%s-%d.md", chain, seq+1)
+		if err := os.Rename(filepath.Join(dir, ".decree", "inbox", name), filepath.Join(filed, name)); err != nil && seq < n-1 {
+			return 0, err
+		}
 	}
 	return time.Since(start).Seconds(), nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 )
 
 // profile runs the chain once through cli.Main in this process with CPU,
-// block and mutex profiling on, writing the profiles into out.
+// block and mutex profiling and the execution tracer on, writing the
+// profiles and trace.out into out (`go tool trace -pprof=syscall
+// trace.out` shows where the pipeline waits on the file system).
 func profile(out string, n, files int) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -35,10 +38,19 @@ func profile(out string, n, files int) error {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		return err
 	}
+	tf, err := os.Create(filepath.Join(out, "trace.out"))
+	if err != nil {
+		return err
+	}
+	defer tf.Close()
+	if err := trace.Start(tf); err != nil {
+		return err
+	}
 	start := time.Now()
 	code := cli.Main(context.Background(), []string{"-C", dir, "run", "-q", "-m", "bench", "-p", "go", "-v", "last=" + strconv.Itoa(n-1)},
 		nil, io.Discard, io.Discard)
 	secs := time.Since(start).Seconds()
+	trace.Stop()
 	pprof.StopCPUProfile()
 	for _, name := range []string{"block", "mutex"} {
 		pf, err := os.Create(filepath.Join(out, name+".pprof"))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/layout"
 )
 
@@ -135,15 +136,10 @@ func (m *Manager) writeJournalLocked() {
 		j.Leases = []journalEntry{}
 	}
 	b, _ := json.Marshal(j)
-	// Replaced by rename without fsync: it must survive the controller's
-	// crash, not the machine's (whose local workers die with it), and it
-	// is written twice per attempt.
-	tmp := m.opts.Journal + ".tmp"
-	err := os.WriteFile(tmp, append(b, '\n'), 0o644)
-	if err == nil {
-		err = os.Rename(tmp, m.opts.Journal)
-	}
-	if err != nil {
+	// Rewritten without fsync: it must survive the controller's crash,
+	// not the machine's (whose local workers die with it), and it is
+	// written twice per attempt, so it reuses its inodes too.
+	if err := fsutil.RewriteFile(m.opts.Journal, append(b, '\n'), 0o644); err != nil {
 		m.log.Error("could not write the lease journal; a restart after a crash may not wait for running attempts", "path", m.opts.Journal, "err", err)
 	}
 }

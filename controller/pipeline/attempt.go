@@ -43,10 +43,7 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 	if err := run.RecordInboxSnapshot(before); err != nil {
 		return res, err
 	}
-	if _, err := run.Step(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, n) }); err != nil {
-		return res, err
-	}
-	a, err := run.BeginAttempt()
+	a, err := run.BeginAttemptStep(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, n) })
 	if err != nil {
 		return res, err
 	}
@@ -57,6 +54,11 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 	p.mu.Unlock()
 	p.d.Logs.Begin(e.ID, a.N)
 	defer p.d.Logs.End(e.ID, a.N)
+	// The checkpoint, the inbox snapshot and the attempt's start are
+	// durable before any routine or hook can change the tree.
+	if err := run.Commit(); err != nil {
+		return res, err
+	}
 	p.emit(ctx, &events.Event{Kind: events.AttemptStarted, MessageID: e.ID, Chain: e.Chain, Attempt: a.N, Routine: rt.Name})
 
 	exitCode, errText, workerID := -1, "", ""
@@ -102,10 +104,15 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 	if !res.ok {
 		p.discardFollowUps(run, before, a.N)
 	}
-	if err := run.FinishAttempt(a.N, exitCode, errText); err != nil {
-		return res, err
+	finish := func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, a.N, res.ok) }
+	if _, err := run.FinishAttemptStep(a.N, exitCode, errText, finish); err != nil {
+		// Record the attempt's end at least; the refused transition is
+		// logged as any other.
+		if err := run.FinishAttempt(a.N, exitCode, errText); err != nil {
+			return res, err
+		}
+		p.step(m, finish)
 	}
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, a.N, res.ok) })
 	if res.ok {
 		p.collect(ctx, m, before)
 	}
@@ -173,7 +180,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n int) (*decreev
 	need := routineNeeds(cfg, rt)
 	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
 	need.InPlace = rs.inPlace
-	res, err := p.d.Leases.Dispatch(ctx, a, need)
+	res, err := p.dispatch(ctx, a, need)
 	stopWatch()
 	if aerr := p.applyReplica(ctx, rs, &e, run, res); aerr != nil && err == nil {
 		return nil, res.WorkerID, aerr

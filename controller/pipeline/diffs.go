@@ -32,10 +32,8 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(tmp, h)}
-	_, err = p.d.Checkpoints.DiffTo(ctx, p.d.Store.Root(), manifest, cw)
-	if err == nil {
-		err = tmp.Sync()
-	}
+	// No fsync here: the run's next Commit makes the diff durable.
+	tree, err := p.d.Checkpoints.DiffTo(ctx, p.d.Store.Root(), manifest, cw)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -49,11 +47,17 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 	if err != nil {
 		return fmt.Errorf("diff the tree against the checkpoint into %s: %w", name, err)
 	}
+	if err := run.Written(name); err != nil {
+		return err
+	}
+	p.keepTree(tree)
 	for _, l := range links {
 		lp, err := run.Path(l)
 		if err != nil {
 			return err
 		}
+		// The link shares name's inode: the run directory's fsync at the
+		// next Commit makes its entry durable, no fsync of its own.
 		if err := linkOver(dst, lp); err != nil {
 			return fmt.Errorf("write %s: %w", l, err)
 		}

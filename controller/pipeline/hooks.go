@@ -89,7 +89,7 @@ func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name s
 		return err.Error()
 	}
 	defer rs.done()
-	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), InPlace: rs.inPlace})
+	res, err := p.dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), InPlace: rs.inPlace})
 	if aerr := p.applyReplica(ctx, rs, e, run, res); aerr != nil && err == nil {
 		err = aerr
 	}

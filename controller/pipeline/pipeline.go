@@ -46,6 +46,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/decreehq/decree/controller/diskspace"
@@ -124,6 +125,9 @@ type Pipeline struct {
 	scope       scope
 	stopping    bool
 	interrupted []Interruption
+
+	unpruned atomic.Int32             // runs finished since the object store was pruned
+	lastTree atomic.Pointer[treeRead] // see treereuse.go
 }
 
 // running describes the message in progress.
@@ -207,6 +211,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				busy = false
 				p.runBatchHook(ctx, cfg, "afterAll")
 			}
+			p.pruneIdle(ctx)
 			p.advanceJobs(ctx)
 			p.flushHeld(ctx)
 			if !p.idle(ctx) {
@@ -224,12 +229,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.log.Error("finish message", "id", sel.Entry.ID, "err", err)
 		}
 		p.chainMaybeFinished(ctx, sel.Entry.Chain)
+		p.pruneBusy(ctx)
 		p.advanceJobs(ctx)
 	}
 }
 
 // idle waits for a wake-up or the poll interval; false when ctx ended.
 func (p *Pipeline) idle(ctx context.Context) bool {
+	p.forgetTree() // anything may happen to the tree while it waits
 	t := time.NewTimer(p.d.Poll)
 	defer t.Stop()
 	select {

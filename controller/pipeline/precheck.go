@@ -165,7 +165,7 @@ func (p *Pipeline) preCheck(ctx context.Context, cfg *config.Config, res *PreChe
 	}
 	defer rs.done()
 	need.InPlace = rs.inPlace
-	lr, err := p.d.Leases.Dispatch(ctx, a, need)
+	lr, err := p.dispatch(ctx, a, need)
 	if err != nil {
 		return fmt.Errorf("pre-check of %s: %w", rt.Name, err)
 	}

@@ -67,7 +67,11 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	if s := run.State(); s.MaxAttempts > 0 {
 		m.max = s.MaxAttempts
 	}
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, m.max) })
+	// Recorded with the checkpoint step that follows: the claim has no
+	// effect of its own.
+	if _, err := run.Stage(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, m.max) }); err != nil {
+		log.Error("message state machine", "err", err)
+	}
 
 	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
 	m.manifest, err = p.checkpoint(runCtx, m)
@@ -196,12 +200,20 @@ func (p *Pipeline) checkpoint(ctx context.Context, m *msg) (*checkpoint.Manifest
 	if st := run.State(); st.Phase != "" || len(st.Attempts) > 0 || (st.Machine.State != msgstate.Claimed && st.Machine.State != msgstate.Queued && st.Machine.State != "") {
 		return checkpoint.ReadManifest(mpath)
 	}
-	man, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
+	man, ok := p.recentTree()
+	if !ok {
+		var err error
+		if man, err = p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root()); err != nil {
+			return nil, err
+		}
+	}
+	data, err := checkpoint.MarshalManifest(man)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkpoint.WriteManifest(mpath, man); err != nil {
-		return nil, err
+	// Durable with the Commit before the first attempt starts.
+	if err := run.WriteFile(layout.ManifestFile, data); err != nil {
+		return nil, fmt.Errorf("write manifest: %w", err)
 	}
 	p.step(m, msgstate.Checkpoint)
 	return man, nil
@@ -234,6 +246,11 @@ func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *chec
 // every differing path from the object store (streamed), verifies them,
 // and can simply be repeated after a crash.
 func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest) error {
+	p.forgetTree()
+	// What led to the revert is made durable before the tree changes.
+	if err := run.Commit(); err != nil {
+		return err
+	}
 	paths, err := p.d.Checkpoints.Restore(ctx, p.d.Store.Root(), manifest)
 	if err != nil {
 		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
@@ -306,7 +323,7 @@ func (p *Pipeline) finishRun(ctx context.Context, run *store.Run, outcome string
 	if _, err := run.Finish(outcome); err != nil {
 		p.log.Error("write run.json", "message", run.ID(), "err", err)
 	}
-	p.prune(ctx)
+	p.unpruned.Add(1)
 }
 
 // deadLetterUnrun dead-letters a message that never ran.

@@ -15,7 +15,8 @@ import (
 
 // pruneObjects removes from .decree/objects the file contents that no run
 // can need any more, so the store stops growing with every attempt. It runs
-// after each run finishes, while no attempt is under way.
+// between runs, while no attempt is under way: when the inbox runs empty
+// and every pruneEvery finished runs.
 //
 // What is kept, and why:
 //
@@ -83,12 +84,38 @@ func unfinishedManifests(st *store.Store) ([]*checkpoint.Manifest, error) {
 	return out, nil
 }
 
+// pruneEvery is how many finished runs may leave their objects behind
+// before the loop prunes while still busy. A prune costs a walk of the
+// tree and a read of every unfinished run's manifest, about what one
+// checkpoint costs, so it is not paid per message: the loop prunes when
+// the inbox runs empty (idle) and every pruneEvery runs in between. The
+// store then holds at most the contents of pruneEvery runs' changes more
+// than it must.
+const pruneEvery = 32
+
+// pruneBusy prunes, between two messages, when pruneEvery runs finished
+// since the last prune. Only the loop prunes (a run finished by a
+// cancellation from the API is only counted), so no attempt is under way.
+func (p *Pipeline) pruneBusy(ctx context.Context) {
+	if p.unpruned.Load() >= pruneEvery {
+		p.prune(ctx)
+	}
+}
+
+// pruneIdle prunes when any run finished since the last prune.
+func (p *Pipeline) pruneIdle(ctx context.Context) {
+	if p.unpruned.Load() > 0 {
+		p.prune(ctx)
+	}
+}
+
 // prune runs pruneObjects and logs the outcome; a failure is only logged
 // (the store keeps growing until the next successful prune).
 func (p *Pipeline) prune(ctx context.Context) {
 	if p.d.Checkpoints == nil {
 		return
 	}
+	p.unpruned.Store(0)
 	n, err := pruneObjects(ctx, p.d.Store, p.d.Checkpoints)
 	if err != nil {
 		p.log.Warn("object store not pruned", "err", err)

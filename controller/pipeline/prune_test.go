@@ -14,27 +14,15 @@ import (
 	"github.com/decreehq/decree/pkg/message"
 )
 
-// Finishing a run prunes the object store: contents only a finished run
+// Finished runs are pruned from the object store when the loop is idle (or
+// every pruneEvery runs while busy): contents only a finished run
 // saw go, while the current tree and every unfinished run's checkpoint stay,
 // so that a revert of the finished message (from its changes.diff) and of
 // the unfinished one (from its manifest) both still work.
-func TestFinishRunPrunesObjects(t *testing.T) {
+func TestFinishedRunsPruneObjects(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cp, write := newTestProject(t)
 	root := st.Root()
-	cp, err := checkpoint.New(checkpoint.Options{ObjectsDir: filepath.Join(st.Dir(), "objects"), CachePath: filepath.Join(st.Dir(), "cache", "statcache"), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, data string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(root, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	read := func(name string) string {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join(root, name))
@@ -107,6 +95,12 @@ func TestFinishRunPrunesObjects(t *testing.T) {
 
 	p := New(Deps{Store: st, Checkpoints: cp})
 	p.finishRun(ctx, run, store.OutcomeSucceeded)
+	// Busy with more messages, one finished run does not prune yet.
+	p.pruneBusy(ctx)
+	if !cp.Store().Has(hashOf("a-try1\n")) {
+		t.Fatal("pruned after one finished run while busy; want every pruneEvery runs or when idle")
+	}
+	p.pruneIdle(ctx)
 
 	if cp.Store().Has(hashOf("a-try1\n")) {
 		t.Error("the contents of a finished run's failed attempt are still stored")
@@ -133,4 +127,25 @@ func TestFinishRunPrunesObjects(t *testing.T) {
 func hashOf(data string) string {
 	sum := sha256.Sum256([]byte(data))
 	return hex.EncodeToString(sum[:])
+}
+
+// newTestProject opens a store in a new directory with a checkpointer
+// on it, and returns a function writing a file into its tree.
+func newTestProject(t *testing.T) (*store.Store, *checkpoint.Checkpointer, func(name, data string)) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := checkpoint.New(checkpoint.Options{ObjectsDir: filepath.Join(st.Dir(), "objects"), CachePath: filepath.Join(st.Dir(), "cache", "statcache"), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(st.Root(), name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, cp, write
 }

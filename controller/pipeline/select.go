@@ -125,7 +125,7 @@ func (p *Pipeline) askRouter(ctx context.Context, cfg *config.Config, id, prompt
 		Command: cfg.Commands.Router, Stdin: []byte(prompt)}
 	// No manifest digest: a replica worker answers from its replica as it
 	// is, and nothing it changes comes back.
-	res, err := p.d.Leases.Dispatch(ctx, a, lease.Requirements{InPlace: p.inPlaceOnly()})
+	res, err := p.dispatch(ctx, a, lease.Requirements{InPlace: p.inPlaceOnly()})
 	if err != nil {
 		return "", err
 	}

@@ -38,7 +38,9 @@ func readHeadFile(path string) (*message.Message, error) {
 
 // rewriteFile writes m's frontmatter followed by the body of the message
 // file src to dst, crash-safely (dst may be src: the file is replaced by a
-// rename once the copy is complete).
+// rename once the copy is complete). With sync the file and its directory
+// are fsynced; without, the caller makes them durable later (see
+// Run.Commit).
 func rewriteFile(dst, src string, m *message.Message, sync bool) error {
 	f, err := fsutil.OpenRegular(src)
 	if err != nil {
@@ -56,7 +58,7 @@ func rewriteFile(dst, src string, m *message.Message, sync bool) error {
 	if sync {
 		return fsutil.WriteFileAtomicFunc(dst, 0o644, write)
 	}
-	return fsutil.ReplaceFileFunc(dst, 0o644, write)
+	return fsutil.ReplaceFileFuncUnsynced(dst, 0o644, write)
 }
 
 // NewBodyFile creates a temporary file in .decree/ for a message body
@@ -112,13 +114,14 @@ func (s *Store) OpenBody(v MessageView) (*BodyReader, error) {
 
 // writeRunMessage writes runs/<id>/message.md: the entry's frontmatter
 // followed by the body of its inbox file (or the entry's own body, when it
-// carries one).
+// carries one). It is written without an fsync: the run's first Commit
+// makes it durable.
 func (s *Store) writeRunMessage(dir string, e Entry) error {
 	dst := filepath.Join(dir, layout.MessageFile)
 	if e.Message.Body != nil {
-		return fsutil.WriteFileAtomic(dst, e.Message.Render(), 0o644)
+		return fsutil.ReplaceFileUnsynced(dst, e.Message.Render(), 0o644)
 	}
-	err := rewriteFile(dst, s.path(layout.Inbox, e.File), e.Message, true)
+	err := rewriteFile(dst, s.path(layout.Inbox, e.File), e.Message, false)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("copy message %s into its run directory: the file is no longer in the inbox: %w", e.File, err)
 	}

@@ -140,6 +140,8 @@ type Run struct {
 
 	mu    sync.Mutex
 	state RunState
+	// unsynced lists the paths written since the last Commit (see Commit).
+	unsynced map[string]bool
 }
 
 // StartRun opens the run directory of a message whose processing begins.
@@ -178,6 +180,10 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 	if err := s.writeRunMessage(dir, e); err != nil {
 		return nil, fmt.Errorf("start run %s: %w", e.ID, err)
 	}
+	// The new directory's entry in runs/ and message.md become durable
+	// with the first Commit.
+	r.markUnsynced(dir)
+	r.markUnsynced(filepath.Join(dir, layout.MessageFile))
 	r.state = RunState{
 		MessageID:   e.ID,
 		File:        e.File,
@@ -189,7 +195,10 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 		Attempts:    []AttemptState{},
 	}
 	defer s.runChanged(e.ID, true)
-	if err := r.save(r.state); err != nil {
+	r.mu.Lock()
+	err = r.saveLocked(r.state)
+	r.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -305,14 +314,22 @@ func (s *Store) openRunsLocked() map[string]bool {
 
 func readState(dir string) (RunState, error) {
 	var st RunState
-	data, err := os.ReadFile(filepath.Join(dir, layout.StateFile))
-	if err != nil {
-		return st, err
+	var err error
+	// state.json is rewritten in place of a spare inode (fsutil.RewriteFile):
+	// a read that raced two rewrites can be torn, and reading again gets
+	// the complete content. A file still unparsable is damaged.
+	for try := 0; try < 3; try++ {
+		var data []byte
+		data, err = os.ReadFile(filepath.Join(dir, layout.StateFile))
+		if err != nil {
+			return st, err
+		}
+		st = RunState{}
+		if err = json.Unmarshal(data, &st); err == nil {
+			return st, nil
+		}
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("%w: %s of run %s cannot be read (%v); move the run directory away to start the message afresh", ErrDamaged, layout.StateFile, filepath.Base(dir), err)
-	}
-	return st, nil
+	return st, fmt.Errorf("%w: %s of run %s cannot be read (%v); move the run directory away to start the message afresh", ErrDamaged, layout.StateFile, filepath.Base(dir), err)
 }
 
 // ID is the message id.
@@ -337,10 +354,70 @@ func (r *Run) WriteFile(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	// Run artifacts skip the directory fsync: Finish syncs the run
-	// directory once, and before that a lost artifact is recomputed from
-	// the checkpoint.
-	return fsutil.ReplaceFile(p, data, 0o644)
+	if err := fsutil.ReplaceFileUnsynced(p, data, 0o644); err != nil {
+		return err
+	}
+	r.markUnsynced(p)
+	return nil
+}
+
+// Written records that the run file name was written (or linked) by other
+// means without an fsync, for the next Commit to make durable.
+func (r *Run) Written(name string) error {
+	p, err := r.Path(name)
+	if err != nil {
+		return err
+	}
+	r.markUnsynced(p)
+	return nil
+}
+
+func (r *Run) markUnsynced(path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.markUnsyncedLocked(path)
+}
+
+func (r *Run) markUnsyncedLocked(path string) {
+	if r.unsynced == nil {
+		r.unsynced = map[string]bool{}
+	}
+	r.unsynced[path] = true
+}
+
+// Commit makes every run file written since the last Commit durable
+// against a power failure (one fsync per file and one of the directory).
+//
+// Durability policy: state.json and the run's artifacts are replaced by
+// rename without an fsync each time they change, which is atomic against
+// a crash of decree itself (kill -9, OOM: the kernel keeps what was
+// written), and made durable in one batch at the points where something
+// outside the run directory starts to depend on them: before a routine or
+// hook runs (Commit by the processing loop), before the tree is reverted,
+// and when the run finishes (Finish). A power failure in between loses
+// at most the steps since the last Commit, which the loop redoes from the
+// last durable state exactly as after a crash during those steps.
+func (r *Run) Commit() error {
+	r.mu.Lock()
+	paths := make([]string, 0, len(r.unsynced))
+	for p := range r.unsynced {
+		paths = append(paths, p)
+	}
+	r.unsynced = nil
+	r.mu.Unlock()
+	if len(paths) == 0 {
+		return nil
+	}
+	sort.Strings(paths)
+	if err := fsutil.SyncFiles(paths...); err != nil {
+		r.mu.Lock()
+		for _, p := range paths {
+			r.markUnsyncedLocked(p)
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("make run %s durable: %w", r.id, err)
+	}
+	return nil
 }
 
 // State returns a copy of the current state.
@@ -365,57 +442,68 @@ func (r *Run) Update(fn func(*RunState) error) error {
 		return err
 	}
 	defer func() { r.s.runChanged(r.id, r.state.Outcome == "") }()
-	if err := r.save(st); err != nil {
+	if err := r.saveLocked(st); err != nil {
 		return err
 	}
 	r.state = st
 	return nil
 }
 
-func (r *Run) save(st RunState) error {
+// saveLocked replaces state.json (atomically, without an fsync: see
+// Commit).
+func (r *Run) saveLocked(st RunState) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save run state %s: %w", r.id, err)
 	}
-	if err := replaceFileAtomic(filepath.Join(r.dir, layout.StateFile), append(data, '\n')); err != nil {
+	p := filepath.Join(r.dir, layout.StateFile)
+	if err := fsutil.RewriteFile(p, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("save run state %s: %w", r.id, err)
 	}
+	r.markUnsyncedLocked(p)
 	return nil
-}
-
-// replaceFileAtomic is fsutil.WriteFileAtomic for a file rewritten many
-// times: the new content is written to a temporary file, fsynced and renamed
-// over the old one, but the directory is fsynced only when the file is new.
-// Renaming over an existing name leaves, after any crash, either the old or
-// the new complete content (journaling file systems commit renames in
-// order), and skipping the directory fsync halves the cost of the several
-// state changes each message makes.
-func replaceFileAtomic(path string, data []byte) error {
-	if _, err := os.Lstat(path); err != nil {
-		return fsutil.WriteFileAtomic(path, data, 0o644)
-	}
-	return fsutil.ReplaceFile(path, data, 0o644)
 }
 
 // Step applies a transition of the message's state machine and records
 // the result in state.json before returning, so the caller performs the
-// step's effect only once it is on disk. A state.json written before the
+// step's effect only once it is recorded. A state.json written before the
 // machine existed starts from a queued message.
 func (r *Run) Step(tr func(msgstate.Msg) (msgstate.Msg, error)) (msgstate.Msg, error) {
 	var out msgstate.Msg
-	err := r.Update(func(st *RunState) error {
-		m := st.Machine
-		if m.State == "" {
-			m = msgstate.New(r.id)
-		}
-		next, err := tr(m)
-		if err != nil {
-			return err
-		}
-		st.Machine, out = next, next
-		return nil
+	err := r.Update(func(st *RunState) (err error) {
+		out, err = r.applyStep(st, tr)
+		return err
 	})
 	return out, err
+}
+
+// Stage applies a transition like Step but only in memory: it is written
+// with the next change that is persisted. For a step without an effect of
+// its own, immediately followed by one that is persisted (a crash in
+// between is a crash before the staged step).
+func (r *Run) Stage(tr func(msgstate.Msg) (msgstate.Msg, error)) (msgstate.Msg, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := cloneState(r.state)
+	out, err := r.applyStep(&st, tr)
+	if err != nil {
+		return out, err
+	}
+	r.state = st
+	return out, nil
+}
+
+func (r *Run) applyStep(st *RunState, tr func(msgstate.Msg) (msgstate.Msg, error)) (msgstate.Msg, error) {
+	m := st.Machine
+	if m.State == "" {
+		m = msgstate.New(r.id)
+	}
+	next, err := tr(m)
+	if err != nil {
+		return m, err
+	}
+	st.Machine = next
+	return next, nil
 }
 
 // Machine returns the recorded state machine value.
@@ -455,11 +543,21 @@ func (r *Run) InterruptAttempt(n int, why string) error {
 	})
 }
 
-// BeginAttempt records the next attempt as running (before it is handed to
-// a worker) and returns it. It fails when an attempt is still running.
+// BeginAttempt records the start of the next attempt.
 func (r *Run) BeginAttempt() (AttemptState, error) {
+	return r.BeginAttemptStep(nil)
+}
+
+// BeginAttemptStep records the start of the next attempt together with
+// the transition tr of the state machine (nil: none), in one write.
+func (r *Run) BeginAttemptStep(tr func(msgstate.Msg) (msgstate.Msg, error)) (AttemptState, error) {
 	var a AttemptState
 	err := r.Update(func(st *RunState) error {
+		if tr != nil {
+			if _, err := r.applyStep(st, tr); err != nil {
+				return err
+			}
+		}
 		n := len(st.Attempts)
 		if _, open := interruptedAttempt(*st); open {
 			return fmt.Errorf("begin attempt of %s: attempt %d is still running; finish it first", r.id, n)
@@ -489,7 +587,23 @@ func (r *Run) SetAttemptWorker(n int, workerID string) error {
 // FinishAttempt records how attempt n ended. exitCode 0 with errText ""
 // means success.
 func (r *Run) FinishAttempt(n, exitCode int, errText string) error {
-	return r.Update(func(st *RunState) error {
+	_, err := r.FinishAttemptStep(n, exitCode, errText, nil)
+	return err
+}
+
+// FinishAttemptStep records how attempt n ended together with the
+// transition tr of the state machine (nil: none), in one write. It returns
+// the machine's value after tr.
+func (r *Run) FinishAttemptStep(n, exitCode int, errText string, tr func(msgstate.Msg) (msgstate.Msg, error)) (msgstate.Msg, error) {
+	var out msgstate.Msg
+	err := r.Update(func(st *RunState) error {
+		out = st.Machine
+		if tr != nil {
+			var err error
+			if out, err = r.applyStep(st, tr); err != nil {
+				return err
+			}
+		}
 		if n < 1 || n > len(st.Attempts) {
 			return fmt.Errorf("run %s has no attempt %d", r.id, n)
 		}
@@ -504,6 +618,7 @@ func (r *Run) FinishAttempt(n, exitCode int, errText string) error {
 		st.ExitCode = exitCode
 		return nil
 	})
+	return out, err
 }
 
 // Finish records the outcome (OutcomeSucceeded, OutcomeDeadLettered or
@@ -527,11 +642,14 @@ func (r *Run) Finish(outcome string) (RunRecord, error) {
 	if err != nil {
 		return RunRecord{}, fmt.Errorf("write run.json of %s: %w", r.id, err)
 	}
-	if err := fsutil.WriteFileAtomic(filepath.Join(r.dir, layout.RunFile), append(data, '\n'), 0o644); err != nil {
+	if err := r.WriteFile(layout.RunFile, append(data, '\n')); err != nil {
 		return RunRecord{}, fmt.Errorf("write run.json of %s: %w", r.id, err)
 	}
-	// WriteFileAtomic synced the run directory: every artifact written
-	// without a directory sync (WriteFile, state.json) is durable now.
+	// One batch of fsyncs makes the whole run durable: state.json,
+	// run.json, the diffs and the directory.
+	if err := r.Commit(); err != nil {
+		return RunRecord{}, err
+	}
 	return rec, nil
 }
 

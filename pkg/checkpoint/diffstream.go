@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 )
 
@@ -23,13 +24,25 @@ const StreamThreshold = 8 << 20
 // bounded whatever the size of the files: a change where either side is
 // larger than StreamThreshold is written as a "GIT binary patch" whose
 // literals are deflated and base85-encoded while the content streams from
-// the file or the store. It returns the current tree's manifest.
+// the file or the store. It returns the current tree's manifest as
+// Snapshot would return it at that moment (before's tracked files that
+// the ignore rules now hide are in the diff, not in that manifest), with
+// every content in the store.
 func (c *Checkpointer) DiffTo(ctx context.Context, root string, before *Manifest, w io.Writer) (*Manifest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	after, err := c.snapshot(ctx, root, true)
+	tree, err := c.snapshot(ctx, root, true)
 	if err != nil {
 		return nil, err
+	}
+	after := tree
+	for p := range before.Files {
+		if _, ok := tree.Files[p]; !ok {
+			// Something of before is missing (deleted, or hidden by an
+			// ignore rule): add the tracked ones to a copy.
+			after = &Manifest{Files: maps.Clone(tree.Files)}
+			break
+		}
 	}
 	if err := c.addTracked(root, before, after, true); err != nil {
 		return nil, err
@@ -41,7 +54,7 @@ func (c *Checkpointer) DiffTo(ctx context.Context, root string, before *Manifest
 	if err := bw.Flush(); err != nil {
 		return nil, fmt.Errorf("write diff: %w", err)
 	}
-	return after, nil
+	return tree, nil
 }
 
 func (c *Checkpointer) diffManifestsTo(ctx context.Context, root string, before, after *Manifest, w *bufio.Writer) error {

@@ -45,6 +45,61 @@ func ReplaceFile(path string, data []byte, perm fs.FileMode) error {
 // that a large file can be streamed into place without being held in
 // memory. Nothing replaces path when write fails.
 func ReplaceFileFunc(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	return replaceFile(path, perm, write, true)
+}
+
+// ReplaceFileUnsynced is ReplaceFile without any fsync: readers and a
+// process that restarts after a crash of decree (kill -9, OOM) see the old
+// or the new complete content, because a rename is atomic; only a crash of
+// the machine may lose the change (or, on file systems that do not order
+// data before renames, leave the file empty). Callers record the path and
+// make it durable with SyncFiles before anything depends on it surviving
+// a power failure: several rewrites of one file then cost one fsync.
+func ReplaceFileUnsynced(path string, data []byte, perm fs.FileMode) error {
+	return replaceFile(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, false)
+}
+
+// ReplaceFileFuncUnsynced is ReplaceFileUnsynced with the content written
+// by write.
+func ReplaceFileFuncUnsynced(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	return replaceFile(path, perm, write, false)
+}
+
+// SyncFiles fsyncs each path (a file or a directory; one that no longer
+// exists is skipped, since whatever replaced or removed it is a directory
+// change the directory's fsync covers) and then every distinct parent
+// directory of the files, so that the contents and the renames that put
+// them in place survive a power failure.
+func SyncFiles(paths ...string) error {
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			dirs[filepath.Dir(p)] = true
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("fsync %s: %w", p, err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil && !errors.Is(err, os.ErrInvalid) {
+			return fmt.Errorf("fsync %s: %w", p, err)
+		}
+		dirs[filepath.Dir(p)] = true
+	}
+	for d := range dirs {
+		if err := SyncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func replaceFile(path string, perm fs.FileMode, write func(io.Writer) error, sync bool) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: create temporary file: %w", path, err)
@@ -53,7 +108,7 @@ func ReplaceFileFunc(path string, perm fs.FileMode, write func(io.Writer) error)
 	if werr == nil {
 		werr = tmp.Chmod(perm)
 	}
-	if werr == nil {
+	if werr == nil && sync {
 		werr = tmp.Sync()
 	}
 	if cerr := tmp.Close(); werr == nil {

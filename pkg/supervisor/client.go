@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Spec is one process to run under a supervisor.
@@ -52,14 +54,116 @@ type Process struct {
 	err    error
 }
 
-// Start starts a supervisor (this binary, see the package documentation)
-// that starts s. It returns once the routine's main process runs, or with
-// an error saying why it could not be started.
+// Start starts s under a supervisor (this binary, see the package
+// documentation). It returns once the routine's main process runs, or
+// with an error saying why it could not be started.
+//
+// The supervisor is usually one started ahead of need (a spare): starting
+// a Go program costs a few milliseconds, which would otherwise be paid by
+// every attempt, hook and router call. A spare waits, running nothing,
+// for the one request it will serve; the routine's standard descriptors
+// and the worker's process lock reach it with the request (SCM_RIGHTS),
+// so the spare needs nothing of the attempt when it starts. After each
+// Start the next spare is started in the background. A spare whose worker
+// exits reads end-of-file and exits without running anything.
 func Start(s Spec) (*Process, error) {
-	ctrlR, ctrlW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("create supervisor control pipe: %w", err)
+	if sp := takeSpare(); sp != nil {
+		p, err := sp.run(s)
+		refill()
+		if err == nil || !errors.Is(err, errSpareGone) {
+			return p, err
+		}
+		// The spare died while waiting (killed by someone): start afresh.
 	}
+	sp, err := spawn()
+	if err != nil {
+		return nil, err
+	}
+	refill()
+	p, err := sp.run(s)
+	if errors.Is(err, errSpareGone) {
+		return nil, fmt.Errorf("the attempt supervisor exited before it was told what to run: %w", err)
+	}
+	return p, err
+}
+
+// errSpareGone is returned (wrapped) by run when the supervisor could not
+// be given the request.
+var errSpareGone = errors.New("supervisor not reachable")
+
+// spare is a supervisor process that waits for its request.
+type spare struct {
+	cmd  *exec.Cmd
+	ctrl *os.File // the worker's end of the control socket
+	rep  *os.File // the read end of the report pipe
+}
+
+var spares struct {
+	mu   sync.Mutex
+	next *spare
+	// filling is closed when the spare being started is in next (or
+	// failed); nil when none is being started.
+	filling chan struct{}
+}
+
+// takeSpare returns the waiting spare, waiting for the one being started
+// if there is one (it is further along than a new one would be); nil when
+// there is none.
+func takeSpare() *spare {
+	spares.mu.Lock()
+	if sp := spares.next; sp != nil {
+		spares.next = nil
+		spares.mu.Unlock()
+		return sp
+	}
+	filling := spares.filling
+	spares.mu.Unlock()
+	if filling == nil {
+		return nil
+	}
+	<-filling
+	spares.mu.Lock()
+	defer spares.mu.Unlock()
+	sp := spares.next
+	spares.next = nil
+	return sp
+}
+
+// refill starts the next spare in the background unless one waits or is
+// being started.
+func refill() {
+	spares.mu.Lock()
+	defer spares.mu.Unlock()
+	if spares.next != nil || spares.filling != nil {
+		return
+	}
+	filling := make(chan struct{})
+	spares.filling = filling
+	go func() {
+		sp, err := spawn()
+		spares.mu.Lock()
+		defer spares.mu.Unlock()
+		spares.filling = nil
+		defer close(filling)
+		if err != nil {
+			return // the next Start spawns one itself and reports the error
+		}
+		if spares.next != nil {
+			sp.discard()
+			return
+		}
+		spares.next = sp
+	}()
+}
+
+// spawn starts a supervisor that waits for its request on a control
+// socket (descriptor 3) and reports on a pipe (descriptor 4).
+func spawn() (*spare, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("create supervisor control socket: %w", err)
+	}
+	ctrlW, ctrlR := os.NewFile(uintptr(fds[0]), "supervisor control"), os.NewFile(uintptr(fds[1]), "supervisor control")
 	repR, repW, err := os.Pipe()
 	if err != nil {
 		ctrlR.Close()
@@ -69,24 +173,10 @@ func Start(s Spec) (*Process, error) {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"decree-attempt-supervisor"}
 	cmd.Env = append(os.Environ(), envKey+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = orNil(s.Stdin), orNil(s.Stdout), orNil(s.Stderr)
 	cmd.ExtraFiles = []*os.File{ctrlR, repW}
-	if s.Fence != nil && s.Fence.Hold != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, s.Fence.Hold)
-	}
 	// Its own process group: a signal to the worker's group (Ctrl-C)
 	// must not reach it; the worker tells it what to do.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	req := request{Path: s.Path, Args: append([]string{s.Path}, s.Args...), Dir: s.Dir, Env: s.Env, Grace: s.Grace}
-	var lease *Lease
-	if s.Fence != nil && s.Fence.Lease != nil {
-		lease = s.Fence.Lease
-		req.Deadline, _ = lease.current()
-	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode the process to supervise: %w", err)
-	}
 	err = cmd.Start()
 	ctrlR.Close()
 	repW.Close()
@@ -95,27 +185,100 @@ func Start(s Spec) (*Process, error) {
 		repR.Close()
 		return nil, fmt.Errorf("start the attempt supervisor: %w", err)
 	}
-	p := &Process{cmd: cmd, ctrl: ctrlW, done: make(chan struct{})}
-	_, werr := ctrlW.Write(append(line, '\n'))
-	rep := bufio.NewReader(repR)
+	return &spare{cmd: cmd, ctrl: ctrlW, rep: repR}, nil
+}
+
+// discard ends a spare that will not be used.
+func (sp *spare) discard() {
+	sp.ctrl.Close()
+	sp.rep.Close()
+	go func() { _ = sp.cmd.Wait() }()
+}
+
+// run sends s to the spare and waits until the routine runs.
+func (sp *spare) run(s Spec) (*Process, error) {
+	req := request{Path: s.Path, Args: append([]string{s.Path}, s.Args...), Dir: s.Dir, Env: s.Env, Grace: s.Grace}
+	var lease *Lease
+	if s.Fence != nil && s.Fence.Lease != nil {
+		lease = s.Fence.Lease
+		req.Deadline, _ = lease.current()
+	}
+	files := []*os.File{s.Stdin, s.Stdout, s.Stderr}
+	for i, f := range files {
+		if f != nil {
+			continue
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			sp.discard()
+			return nil, fmt.Errorf("open %s for the routine: %w", os.DevNull, err)
+		}
+		defer null.Close()
+		files[i] = null
+	}
+	if s.Fence != nil && s.Fence.Hold != nil {
+		files = append(files, s.Fence.Hold)
+		req.Hold = true
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		sp.discard()
+		return nil, fmt.Errorf("encode the process to supervise: %w", err)
+	}
+	line = append(line, '\n')
+	if err := sendWithFiles(sp.ctrl, line, files); err != nil {
+		sp.discard()
+		return nil, fmt.Errorf("%w: send the request: %v", errSpareGone, err)
+	}
+	p := &Process{cmd: sp.cmd, ctrl: sp.ctrl, done: make(chan struct{})}
+	rep := bufio.NewReader(sp.rep)
 	first, rerr := rep.ReadString('\n')
-	if werr != nil || rerr != nil || !strings.HasPrefix(first, "S ") {
-		ctrlW.Close()
-		repR.Close()
-		_ = cmd.Wait()
+	if rerr != nil || !strings.HasPrefix(first, "S ") {
+		sp.ctrl.Close()
+		sp.rep.Close()
+		_ = sp.cmd.Wait()
 		switch {
 		case strings.HasPrefix(first, "E "):
 			return nil, errors.New(strings.TrimSpace(first[2:]))
+		case first == "":
+			return nil, fmt.Errorf("%w: no report (%v)", errSpareGone, rerr)
 		default:
-			return nil, fmt.Errorf("the attempt supervisor did not start %s (%v, %v): %s", s.Path, werr, rerr, strings.TrimSpace(first))
+			return nil, fmt.Errorf("the attempt supervisor did not start %s (%v): %s", s.Path, rerr, strings.TrimSpace(first))
 		}
 	}
 	p.pid, _ = strconv.Atoi(strings.TrimSpace(first[2:]))
-	go p.wait(rep, repR)
+	go p.wait(rep, sp.rep)
 	if lease != nil {
 		go p.follow(lease)
 	}
 	return p, nil
+}
+
+// sendWithFiles writes b to the socket f with files attached to its first
+// byte (SCM_RIGHTS), the rest of b as plain writes.
+func sendWithFiles(f *os.File, b []byte, files []*os.File) error {
+	fds := make([]int, len(files))
+	for i, file := range files {
+		fds[i] = int(file.Fd())
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var n int
+	var serr error
+	err = rc.Write(func(fd uintptr) bool {
+		n, serr = unix.SendmsgN(int(fd), b, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b[n:])
+	return err
 }
 
 func orNil(f *os.File) *os.File {

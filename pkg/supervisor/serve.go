@@ -2,8 +2,11 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -26,6 +29,10 @@ type request struct {
 	Grace time.Duration `json:"grace"`
 	// Deadline is the first lease deadline (CLOCK_MONOTONIC ns; 0: none).
 	Deadline int64 `json:"deadline"`
+	// Hold says that a fourth descriptor came with the request after the
+	// routine's stdin, stdout and stderr: the worker's process lock, held
+	// until the supervisor exits.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // command is one control line after the request.
@@ -39,26 +46,38 @@ func serve() int {
 	// The main process gets a parent-death signal, which Linux ties to the
 	// thread that forked it: keep this goroutine on one thread for good.
 	runtime.LockOSThread()
-	for _, fd := range []int{ctrlFD, reportFD, holdFD} {
-		unix.CloseOnExec(fd) // none of these may reach the routine
+	for _, fd := range []int{ctrlFD, reportFD} {
+		unix.CloseOnExec(fd) // neither may reach the routine
 	}
-	ctrl := os.NewFile(ctrlFD, "control")
 	report := os.NewFile(reportFD, "report")
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(report, "E make the attempt supervisor a child subreaper: %v\n", err)
 		return 1
 	}
-	in := bufio.NewReader(ctrl)
-	line, err := in.ReadBytes('\n')
+	line, fds, rest, err := readRequest(ctrlFD)
+	if errors.Is(err, io.EOF) && len(line) == 0 && len(fds) == 0 {
+		return 0 // a spare whose worker went away before using it
+	}
 	var req request
 	if err == nil {
 		err = json.Unmarshal(line, &req)
+	}
+	want := 3
+	if err == nil && req.Hold {
+		want = 4
+	}
+	if err == nil && len(fds) != want {
+		err = fmt.Errorf("%d descriptors came with the request, want %d", len(fds), want)
 	}
 	if err != nil {
 		fmt.Fprintf(report, "E read the routine to run from the worker: %v\n", err)
 		return 1
 	}
+	// The process lock (if any) stays open, unused, until this process
+	// exits; the standard descriptors go to the routine only.
+	stdio := []*os.File{os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")}
+	in := bufio.NewReader(io.MultiReader(bytes.NewReader(rest), os.NewFile(ctrlFD, "control")))
 	children := make(chan os.Signal, 64)
 	signal.Notify(children, syscall.SIGCHLD)
 	terms := make(chan os.Signal, 1)
@@ -67,19 +86,16 @@ func serve() int {
 	p, err := os.StartProcess(req.Path, req.Args, &os.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Files: stdio,
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
+	// Only the routine's tree may hold the output pipes from now on.
+	for _, f := range stdio {
+		f.Close()
+	}
 	if err != nil {
 		fmt.Fprintf(report, "E start %s: %s\n", req.Path, oneLine(err.Error()))
 		return 1
-	}
-	// Only the routine's tree may hold the output pipes from now on.
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		for fd := 0; fd <= 2; fd++ {
-			_ = unix.Dup3(int(null.Fd()), fd, 0)
-		}
-		null.Close()
 	}
 	fmt.Fprintf(report, "S %d\n", p.Pid)
 
@@ -90,6 +106,44 @@ func serve() int {
 	s.reapAll()
 	fmt.Fprintf(report, "R %d\n", uint32(status))
 	return 0
+}
+
+// readRequest reads the first line from the control socket with the
+// descriptors attached to it (received close-on-exec). It returns the line
+// without its newline and whatever was read after it.
+func readRequest(fd int) (line []byte, fds []int, rest []byte, err error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(8*4))
+	var data []byte
+	for {
+		n, oobn, _, _, rerr := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if rerr == unix.EINTR {
+			continue
+		}
+		if rerr != nil {
+			return nil, fds, nil, rerr
+		}
+		if oobn > 0 {
+			msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+			if perr != nil {
+				return nil, fds, nil, perr
+			}
+			for i := range msgs {
+				got, perr := unix.ParseUnixRights(&msgs[i])
+				if perr != nil {
+					return nil, fds, nil, perr
+				}
+				fds = append(fds, got...)
+			}
+		}
+		if n == 0 {
+			return data, fds, nil, io.EOF
+		}
+		data = append(data, buf[:n]...)
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			return data[:i], fds, data[i+1:], nil
+		}
+	}
 }
 
 // readCommands parses control lines until end-of-file, which it reports

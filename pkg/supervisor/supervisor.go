@@ -18,6 +18,8 @@
 //     orphaned descendant, setsid or not, is reparented to it, so walking
 //     /proc for processes whose parent chain leads to it finds the whole
 //     tree.
+//   - It is usually started ahead of need and waits for its one request
+//     (see Start), so an attempt does not wait for a Go program to start.
 //   - It starts the routine in a process group of its own with the output
 //     descriptors passed straight through (no extra copy of the output),
 //     and it sits in its own process group too, so a signal to the
@@ -50,13 +52,13 @@ import (
 // envKey marks a process started to be a supervisor.
 const envKey = "DECREE_ATTEMPT_SUPERVISOR"
 
-// Descriptor numbers in the supervisor: 3 carries commands from the
-// worker, 4 carries reports to it, 5 (optional) is held until the
-// supervisor exits (the worker's process lock).
+// Descriptor numbers in the supervisor: 3 is a unix socket carrying the
+// request (with the routine's stdin, stdout, stderr and, optionally, the
+// worker's process lock attached as SCM_RIGHTS) and then commands from
+// the worker; 4 carries reports to it.
 const (
 	ctrlFD   = 3
 	reportFD = 4
-	holdFD   = 5
 )
 
 func init() {

@@ -103,32 +103,88 @@ func TestWriteAfterClose(t *testing.T) {
 }
 
 // A reader that reads and acknowledges in random steps sees exactly the
-// bytes written in random steps, across many wraps of the ring.
+// bytes written in random steps, across many wraps of the ring, with a
+// ring at its limit from the start and with one that grows (from
+// initialRing, doubling while unacknowledged bytes wait) while wrapped.
 func TestRingKeepsBytesExact(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	want := make([]byte, 1<<20)
-	for i := range want {
-		want[i] = byte(r.Uint32())
-	}
-	b := NewBuffer(4093)
-	go func() {
-		for p := want; len(p) > 0; {
-			k := min(len(p), 1+r.IntN(9000))
-			if _, err := b.Write(p[:k]); err != nil {
-				t.Error(err)
-				return
+	for _, tc := range []struct {
+		name         string
+		limit, write int
+		grows        bool
+	}{
+		{"fixed", 4093, 9000, false},
+		{"growing", 1<<20 + 7, 200_000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, 2))
+			want := make([]byte, 4<<20)
+			for i := range want {
+				want[i] = byte(r.Uint32())
 			}
-			p = p[k:]
-		}
-		b.Close()
-	}()
+			b := NewBuffer(tc.limit)
+			go func() {
+				for p := want; len(p) > 0; {
+					k := min(len(p), 1+r.IntN(tc.write))
+					if _, err := b.Write(p[:k]); err != nil {
+						t.Error(err)
+						return
+					}
+					p = p[k:]
+				}
+				b.Close()
+			}()
+			var got bytes.Buffer
+			buf := make([]byte, 3000)
+			rr := rand.New(rand.NewPCG(3, 4))
+			maxRing := 0
+			for !b.done() {
+				off := b.Acked()
+				b.waitData(context.Background(), off, 0)
+				n, _, err := b.readAt(off, buf[:1+rr.IntN(len(buf)-1)])
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Write(buf[:n])
+				if err := b.ack(off + uint64(n)); err != nil {
+					t.Fatal(err)
+				}
+				b.mu.Lock()
+				maxRing = max(maxRing, len(b.ring))
+				b.mu.Unlock()
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Fatalf("read %d bytes that differ from the %d written", got.Len(), len(want))
+			}
+			if maxRing > tc.limit {
+				t.Errorf("ring grew to %d bytes, over the limit %d", maxRing, tc.limit)
+			}
+			if tc.grows != (maxRing > initialRing) {
+				t.Errorf("ring reached %d bytes (initial %d); growth expected: %v", maxRing, initialRing, tc.grows)
+			}
+		})
+	}
+}
+
+// The ring grows while the bytes waiting in it wrap around its end: they
+// keep their offsets in the larger ring.
+func TestRingGrowsWhileWrapped(t *testing.T) {
+	b := NewBuffer(1 << 20)
+	var want bytes.Buffer
 	var got bytes.Buffer
-	buf := make([]byte, 3000)
-	rr := rand.New(rand.NewPCG(3, 4))
-	for !b.done() {
+	buf := make([]byte, 1<<20)
+	write := func(n int) {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(want.Len() + i*7)
+		}
+		want.Write(p)
+		if _, err := b.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain := func() {
 		off := b.Acked()
-		b.waitData(context.Background(), off, 0)
-		n, _, err := b.readAt(off, buf[:1+rr.IntN(len(buf)-1)])
+		n, _, err := b.readAt(off, buf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,8 +193,21 @@ func TestRingKeepsBytesExact(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Fatalf("read %d bytes that differ from the %d written", got.Len(), len(want))
+	write(50_000)
+	drain()
+	write(50_000)
+	drain()       // base = 100,000: past the end of the first ring
+	write(60_000) // wraps around the 64 KiB ring
+	if len(b.ring) != initialRing {
+		t.Fatalf("ring %d bytes before the burst, want %d", len(b.ring), initialRing)
+	}
+	write(100_000) // does not fit: the ring grows with wrapped bytes in it
+	if len(b.ring) <= initialRing {
+		t.Fatalf("ring did not grow (%d bytes)", len(b.ring))
+	}
+	drain()
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("read %d bytes that differ from the %d written", got.Len(), want.Len())
 	}
 }
 

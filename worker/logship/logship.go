@@ -32,7 +32,8 @@ var ErrClosed = errors.New("log stream already closed")
 // (the Uploader).
 type Buffer struct {
 	mu      sync.Mutex
-	ring    []byte
+	ring    []byte // grows by doubling up to limit as bytes wait
+	limit   int
 	base    uint64 // offset of the oldest byte kept (= acknowledged offset)
 	end     uint64 // offset just after the newest byte written
 	closed  bool
@@ -48,7 +49,11 @@ func NewBuffer(limit int) *Buffer {
 		panic("logship: buffer limit must be positive")
 	}
 	return &Buffer{
-		ring:    make([]byte, limit),
+		// Most attempts print little: the ring starts small and grows
+		// only while unacknowledged bytes fill it (an attempt does not
+		// pay for zeroing megabytes it never uses).
+		ring:    make([]byte, min(limit, initialRing)),
+		limit:   limit,
 		abortCh: make(chan struct{}),
 		space:   make(chan struct{}, 1),
 		data:    make(chan struct{}, 1),
@@ -77,6 +82,9 @@ func (b *Buffer) Write(p []byte) (int, error) {
 			b.mu.Unlock()
 			return n, ErrClosed
 		}
+		if b.end-b.base+uint64(len(p)) > uint64(len(b.ring)) && len(b.ring) < b.limit {
+			b.growLocked()
+		}
 		size := uint64(len(b.ring))
 		free := size - (b.end - b.base)
 		if free == 0 {
@@ -101,6 +109,28 @@ func (b *Buffer) Write(p []byte) (int, error) {
 		n += int(k)
 	}
 	return n, nil
+}
+
+// initialRing is the ring's first size.
+const initialRing = 64 << 10
+
+// growLocked doubles the ring (at most to the limit), keeping the bytes
+// between base and end at their offsets.
+func (b *Buffer) growLocked() {
+	old := b.ring
+	size := uint64(len(old))
+	ring := make([]byte, min(2*len(old), b.limit))
+	nsize := uint64(len(ring))
+	for off := b.base; off < b.end; {
+		src := old[off%size:]
+		if rem := b.end - off; uint64(len(src)) > rem {
+			src = src[:rem]
+		}
+		dst := ring[off%nsize:]
+		n := copy(dst, src)
+		off += uint64(n)
+	}
+	b.ring = ring
 }
 
 // Close marks the end of the stream; the Uploader finishes once everything
