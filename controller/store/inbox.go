@@ -98,10 +98,15 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list inbox %s: %w", dir, err)
 	}
-	// Within RescanInterval of the last full check only new names are
+	// Between full checks (fullEvery) only new names are
 	// looked at; a full check compares every file's identity (edits in
 	// place). The message being taken is always checked (Fresh).
-	full := time.Since(s.inbox.fullAt) > RescanInterval || s.inbox.keys == nil
+	full := time.Since(s.inbox.fullAt) > s.inbox.fullEvery() || s.inbox.keys == nil
+	if !full && len(s.inbox.keys) == len(s.inbox.entries) {
+		if out, ok := s.relistNames(dir, stamp, stamped); ok {
+			return out, nil
+		}
+	}
 	known := make(map[string]Entry, len(s.inbox.entries))
 	if !full {
 		for _, e := range s.inbox.entries {
@@ -194,19 +199,21 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 }
 
 func sortEntries(es []Entry) {
-	sort.SliceStable(es, func(i, j int) bool {
-		a, b := es[i], es[j]
-		if (a.Err == nil) != (b.Err == nil) {
-			return a.Err == nil
-		}
-		if a.Chain != b.Chain {
-			return a.Chain < b.Chain
-		}
-		if a.Seq != b.Seq {
-			return a.Seq < b.Seq
-		}
-		return a.File < b.File
-	})
+	sort.SliceStable(es, func(i, j int) bool { return entryLess(es[i], es[j]) })
+}
+
+// entryLess is the processing order of inbox entries.
+func entryLess(a, b Entry) bool {
+	if (a.Err == nil) != (b.Err == nil) {
+		return a.Err == nil
+	}
+	if a.Chain != b.Chain {
+		return a.Chain < b.Chain
+	}
+	if a.Seq != b.Seq {
+		return a.Seq < b.Seq
+	}
+	return a.File < b.File
 }
 
 // loadInboxEntry parses and normalises e.File, assigning and persisting a
@@ -323,10 +330,14 @@ func (s *Store) CreateMessageFrom(name string, m *message.Message, body io.ReadS
 				_, err := m.RenderTo(w, body)
 				return err
 			})
-		}, func(es []Entry) []Entry {
-			es = append(es, created)
-			sortEntries(es)
-			return es
+		}, func(ix *inboxIndex) {
+			ix.entries = append(ix.entries, created)
+			sortEntries(ix.entries)
+			if fi, err := os.Lstat(s.path(layout.Inbox, created.File)); err == nil && ix.keys != nil {
+				ix.keys[created.File] = keyOf(fi)
+			} else {
+				ix.valid = false
+			}
 		})
 		if errors.Is(err, fs.ErrExist) {
 			continue // created meanwhile by someone else; pick the next name

@@ -1,11 +1,16 @@
 package store
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 
+	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/layout"
+	"github.com/decreehq/decree/pkg/message"
 )
 
 // The inbox index.
@@ -18,9 +23,13 @@ import (
 //
 //   - a listing is reused as long as the inbox directory is unchanged
 //     (its modification time, change time and size, which every create,
-//     rename and removal in it updates) and was checked within
-//     RescanInterval, so files dropped in or edited by hand are seen within
-//     that interval at the latest;
+//     rename and removal in it updates); when it changed, only its names
+//     are read again and only new files are read (relistNames);
+//   - every file's identity is checked again (a full listing) once per
+//     RescanInterval for every thousand queued messages (1 s up to 1,000
+//     queued, 10 s at 10,000), so files edited in place by hand show in
+//     listings within that time; the message taken for processing is always
+//     read as it is then (Fresh);
 //   - the store's own changes to the inbox (new messages, done, dead) update
 //     the index in place, so they do not force a new listing;
 //   - when a listing is needed, files whose identity (size, modification
@@ -80,6 +89,13 @@ type inboxIndex struct {
 	byID    map[string]int // entries by message id; nil until needed (byIDLocked)
 }
 
+// fullEvery is how often a listing checks every file's identity: the
+// check costs a stat per queued file, so it is spread out as the queue
+// grows.
+func (ix *inboxIndex) fullEvery() time.Duration {
+	return RescanInterval * time.Duration(max(1, len(ix.entries)/1000))
+}
+
 // byIDLocked returns the index's entries by message id, building the map
 // once per change of the listing. s.mu is held, after inboxLocked.
 func (s *Store) byIDLocked() map[string]int {
@@ -98,7 +114,7 @@ func (s *Store) byIDLocked() map[string]int {
 // cachedInbox reports whether the indexed listing can be trusted.
 func (s *Store) cachedInbox() bool {
 	ix := &s.inbox
-	if !ix.valid || time.Since(ix.fullAt) > RescanInterval {
+	if !ix.valid || time.Since(ix.fullAt) > ix.fullEvery() {
 		return false
 	}
 	st, ok := stampOf(s.path(layout.Inbox))
@@ -106,9 +122,10 @@ func (s *Store) cachedInbox() bool {
 }
 
 // ownInboxChange runs change, a write of the store to the inbox, and keeps
-// the index current: apply updates the indexed entries when the index was
-// current before the change; otherwise the next listing looks again.
-func (s *Store) ownInboxChange(change func() error, apply func([]Entry) []Entry) error {
+// the index current: apply updates the indexed entries and their keys when
+// the index was current before the change; otherwise the next listing looks
+// again.
+func (s *Store) ownInboxChange(change func() error, apply func(*inboxIndex)) error {
 	ix := &s.inbox
 	dir := s.path(layout.Inbox)
 	before, ok := stampOf(dir)
@@ -126,22 +143,23 @@ func (s *Store) ownInboxChange(change func() error, apply func([]Entry) []Entry)
 		ix.valid = false
 		return nil
 	}
-	ix.entries = apply(ix.entries)
+	apply(ix)
 	ix.stamp = after
 	ix.byID = nil
 	return nil
 }
 
-// dropEntry removes file from indexed entries.
-func dropEntry(file string) func([]Entry) []Entry {
-	return func(es []Entry) []Entry {
-		out := es[:0:0]
-		for _, e := range es {
+// dropEntry removes file from the index.
+func dropEntry(file string) func(*inboxIndex) {
+	return func(ix *inboxIndex) {
+		out := ix.entries[:0:0]
+		for _, e := range ix.entries {
 			if e.File != file {
 				out = append(out, e)
 			}
 		}
-		return out
+		ix.entries = out
+		delete(ix.keys, file)
 	}
 }
 
@@ -193,4 +211,107 @@ func (s *Store) ChainsQueued(chains map[string]bool) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// relistNames brings the index up to date between full listings, at a
+// cost that grows with the files added, not with the queue: the inbox's
+// names are read (unsorted, no stat of the files already indexed), files
+// gone leave the index, and new files are read, parsed and merged into
+// the processing order. Files edited in place are the full listing's
+// business (see fullEvery). It reports false when the index cannot
+// be updated this way; the caller then lists the inbox in full.
+func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, bool) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, false
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, false
+	}
+	ix := &s.inbox
+	present := make(map[string]struct{}, len(ix.keys))
+	var added []Entry
+	addedKeys := map[string]fileKey{}
+	for _, n := range names {
+		if !layout.IsMessageFile(n) || s.skipped[n] {
+			continue
+		}
+		if _, ok := ix.keys[n]; ok {
+			present[n] = struct{}{}
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(dir, n))
+		if err != nil || fi.IsDir() {
+			continue // gone meanwhile, or a directory
+		}
+		e := Entry{File: n, ModTime: fi.ModTime()}
+		switch {
+		case message.CheckName(n) != nil:
+			e.Err = &BadMessageError{File: n, Reason: ReasonUnsafeFileName,
+				Err: fmt.Errorf("the file name %q holds control characters; it was not read. Give the message a plain name", n)}
+		case !fi.Mode().IsRegular():
+			e.Err = &BadMessageError{File: n, Reason: ReasonNotRegularFile,
+				Err: fmt.Errorf("it is a %s, not a regular file; it was not opened. Put the message's content in a plain file", fsutil.FileKind(fi.Mode().Type()))}
+		}
+		addedKeys[n] = keyOf(fi)
+		added = append(added, e)
+	}
+	// New files get chains in arrival order.
+	sort.SliceStable(added, func(i, j int) bool {
+		if !added[i].ModTime.Equal(added[j].ModTime) {
+			return added[i].ModTime.Before(added[j].ModTime)
+		}
+		return added[i].File < added[j].File
+	})
+	loaded := added[:0]
+	for i := range added {
+		e := added[i]
+		if e.Err == nil {
+			if !s.loadInboxEntry(&e) {
+				delete(addedKeys, e.File)
+				continue // left for a later listing (the disk is full)
+			}
+			// It may have been written back with a new chain.
+			if fi, err := os.Lstat(filepath.Join(dir, e.File)); err == nil {
+				addedKeys[e.File] = keyOf(fi)
+			}
+		}
+		loaded = append(loaded, e)
+	}
+	sortEntries(loaded)
+	kept := ix.entries
+	if len(present) < len(ix.keys) {
+		kept = make([]Entry, 0, len(present))
+		for _, e := range ix.entries {
+			if _, ok := present[e.File]; ok {
+				kept = append(kept, e)
+			} else {
+				delete(ix.keys, e.File)
+			}
+		}
+	}
+	// Merge the two ordered lists.
+	out := make([]Entry, 0, len(kept)+len(loaded))
+	i, j := 0, 0
+	for i < len(kept) && j < len(loaded) {
+		if entryLess(loaded[j], kept[i]) {
+			out = append(out, loaded[j])
+			j++
+		} else {
+			out = append(out, kept[i])
+			i++
+		}
+	}
+	out = append(append(out, kept[i:]...), loaded[j:]...)
+	for n, k := range addedKeys {
+		ix.keys[n] = k
+	}
+	ix.entries, ix.byID = out, nil
+	ix.valid, ix.stamp, ix.checked = stamped, stamp, time.Now()
+	if after, ok := stampOf(dir); !ok || after != stamp {
+		ix.valid = false // changed while listing: look again next time
+	}
+	return out, true
 }

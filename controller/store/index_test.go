@@ -3,7 +3,9 @@ package store
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
@@ -17,18 +19,7 @@ func TestInboxIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := func() []string {
-		t.Helper()
-		es, err := st.ListInbox()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, e := range es {
-			out = append(out, e.File)
-		}
-		return out
-	}
+	names := func() []string { t.Helper(); return inboxFiles(t, st) }
 	a, err := st.CreateMessage("a", &message.Message{Body: []byte("a\n")})
 	if err != nil {
 		t.Fatal(err)
@@ -135,4 +126,83 @@ func TestFreshSeesContentWrittenAfterListing(t *testing.T) {
 	if es3, _ := st.ListInbox(); es3[0].Message.GetString("last") != "99" {
 		t.Errorf("the index was not updated by Fresh")
 	}
+}
+
+// Between full listings the index follows names added and removed by
+// hand without reading the files it knows: the order is the processing
+// order, a removed file leaves, and a known file edited in place keeps its
+// indexed parse until the next full listing.
+func TestInboxRelistsNamesOnly(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(st.Dir(), layout.Inbox)
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := func() []string { t.Helper(); return inboxFiles(t, st) }
+	write("2026010100000000-0.md", "first chain\n")
+	write("2026010100000002-0.md", "third chain\n")
+	write("2026010100000003-0.md", "---\nroutine: before\n---\nfourth chain\n")
+	if got := files(); len(got) != 3 {
+		t.Fatalf("first listing: %v", got)
+	}
+	if !st.inbox.fullAt.After(time.Time{}) {
+		t.Fatal("the first listing was not a full one")
+	}
+	fullAt := st.inbox.fullAt
+	// A known file edited in place (same name): not read again yet.
+	write("2026010100000003-0.md", "---\nroutine: after\n---\nfourth chain\n")
+	write("2026010100000001-0.md", "second chain\n")
+	write("2026010100000001-1.md", "second chain, next\n")
+	if err := os.Remove(filepath.Join(dir, "2026010100000002-0.md")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"2026010100000000-0.md", "2026010100000001-0.md", "2026010100000001-1.md", "2026010100000003-0.md"}
+	got := files()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("after names added and removed: %v, want %v", got, want)
+	}
+	if st.inbox.fullAt != fullAt {
+		t.Fatal("the listing was a full one; want names only within the rescan interval")
+	}
+	if len(st.inbox.keys) != len(st.inbox.entries) {
+		t.Errorf("%d keys for %d entries", len(st.inbox.keys), len(st.inbox.entries))
+	}
+	routineOf := func() string {
+		es, _ := st.ListInbox()
+		for _, e := range es {
+			if e.File == "2026010100000003-0.md" {
+				return e.Message.Routine()
+			}
+		}
+		return ""
+	}
+	if r := routineOf(); r != "before" {
+		t.Errorf("the known file was read again between full listings: routine %q", r)
+	}
+	// The next full listing reads the edit.
+	st.inbox.fullAt = time.Now().Add(-2 * RescanInterval)
+	st.inbox.valid = false
+	if r := routineOf(); r != "after" {
+		t.Errorf("after a full listing the routine is %q, want the edited one", r)
+	}
+}
+
+// inboxFiles lists the inbox's file names in processing order.
+func inboxFiles(t *testing.T, st *Store) []string {
+	t.Helper()
+	es, err := st.ListInbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.File)
+	}
+	return out
 }

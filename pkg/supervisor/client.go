@@ -281,13 +281,6 @@ func sendWithFiles(f *os.File, b []byte, files []*os.File) error {
 	return err
 }
 
-func orNil(f *os.File) *os.File {
-	if f == nil {
-		return nil // os/exec opens /dev/null
-	}
-	return f
-}
-
 // wait reads the final report, then reaps the supervisor.
 func (p *Process) wait(rep *bufio.Reader, repR *os.File) {
 	line, err := rep.ReadString('\n')
