@@ -32,6 +32,10 @@ func TestControllerOwned(t *testing.T) {
 		{"tree.log", false},
 		{"notes.txt", false},
 		{"routine.log.bak", false},
+		{".state.json.tmp-spare", true},
+		{".state.json.tmp-prev", true},
+		{".run.json.tmp-123456", true},
+		{".hidden-notes.txt", false},
 	} {
 		if got := ControllerOwned(tc.name); got != tc.want {
 			t.Errorf("ControllerOwned(%q) = %v, want %v", tc.name, got, tc.want)
