@@ -3,12 +3,9 @@ package interact
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/creack/pty"
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // TestChoose drives Choose on a real pseudo-terminal: arrow keys, fuzzy
@@ -30,26 +27,7 @@ func TestChoose(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			master, slave, err := pty.Open()
-			if err != nil {
-				t.Fatalf("open a pseudo-terminal: %v", err)
-			}
-			defer master.Close()
-			pty.Setsize(master, &pty.Winsize{Rows: 30, Cols: 100})
-			var mu sync.Mutex
-			var screen strings.Builder
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					n, err := master.Read(buf)
-					mu.Lock()
-					screen.Write(buf[:n])
-					mu.Unlock()
-					if err != nil {
-						return
-					}
-				}
-			}()
+			term := testtool.NewTerminal(t, 30, 100)
 			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 			defer cancel()
 			type res struct {
@@ -58,25 +36,13 @@ func TestChoose(t *testing.T) {
 			}
 			done := make(chan res, 1)
 			go func() {
-				got, err := Choose(ctx, ChooseOptions{Label: "Skill", Choices: choices, Highlight: tc.highlight, In: slave, Out: slave})
+				got, err := Choose(ctx, ChooseOptions{Label: "Skill", Choices: choices, Highlight: tc.highlight, In: term.Tty, Out: term.Tty})
 				done <- res{got, err}
 			}()
-			deadline := time.Now().Add(waitLimit)
-			for {
-				mu.Lock()
-				shown := strings.Contains(ansi.ReplaceAllString(screen.String(), ""), "Skill")
-				mu.Unlock()
-				if shown {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the chooser never appeared")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			master.Write([]byte(strings.Join(tc.keys, "")))
+			term.WaitFor("Skill", waitLimit)
+			term.Type(tc.keys...)
 			r := <-done
-			slave.Close()
+			term.Tty.Close()
 			if tc.want == "" {
 				if !errors.Is(r.err, ErrAborted) {
 					t.Fatalf("Choose = %q, %v; want ErrAborted", r.got, r.err)

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // Keys as a terminal sends them.
@@ -39,42 +36,18 @@ type askResult struct {
 // person's terminal would be; the test types into the master side and reads
 // what Ask draws.
 type ptyTerm struct {
-	t      *testing.T
-	master *os.File
-	mu     sync.Mutex
-	out    strings.Builder
-	done   chan struct{} // closed when Ask returns
-	res    askResult
+	t    *testing.T
+	term *testtool.Terminal
+	done chan struct{} // closed when Ask returns
+	res  askResult
 }
-
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]`)
 
 func startAsk(t *testing.T, opts Options) *ptyTerm {
 	t.Helper()
-	master, slave, err := pty.Open()
-	if err != nil {
-		t.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	if err := pty.Setsize(master, &pty.Winsize{Rows: 40, Cols: 100}); err != nil {
-		t.Fatalf("set terminal size: %v", err)
-	}
+	term := testtool.NewTerminal(t, 40, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	pt := &ptyTerm{t: t, master: master, done: make(chan struct{})}
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		buf := make([]byte, 4096)
-		for {
-			n, err := master.Read(buf)
-			pt.mu.Lock()
-			pt.out.Write(buf[:n])
-			pt.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	opts.In, opts.Out = slave, slave
+	pt := &ptyTerm{t: t, term: term, done: make(chan struct{})}
+	opts.In, opts.Out = term.Tty, term.Tty
 	go func() {
 		a, err := Ask(ctx, opts)
 		pt.res = askResult{a, err}
@@ -84,13 +57,12 @@ func startAsk(t *testing.T, opts Options) *ptyTerm {
 		cancel()
 		// Once Ask has returned normally, Bubble Tea has stopped reading the
 		// terminal and it can be closed. After a failure (a timeout) its
-		// reader may still be running: leave the slave open then rather
-		// than pull the descriptor from under it.
+		// reader may still be running: leave the tty open then rather
+		// than pull the descriptor from under it. (The terminal's own
+		// cleanup, which runs after this one, closes the master side.)
 		if pt.returnedCleanly() {
-			slave.Close()
+			term.Tty.Close()
 		}
-		master.Close()
-		<-readDone
 	})
 	// Keys typed before the program has put the terminal in raw mode would
 	// be line-buffered by the kernel: wait for the first screen.
@@ -99,30 +71,16 @@ func startAsk(t *testing.T, opts Options) *ptyTerm {
 }
 
 // screen returns everything drawn so far, escape sequences removed.
-func (pt *ptyTerm) screen() string {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	return ansi.ReplaceAllString(pt.out.String(), "")
-}
+func (pt *ptyTerm) screen() string { return pt.term.Screen() }
 
 func (pt *ptyTerm) waitFor(text string) {
 	pt.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !strings.Contains(pt.screen(), text) {
-		if time.Now().After(deadline) {
-			pt.t.Fatalf("%q never appeared on the terminal; it shows:\n%s", text, pt.screen())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	pt.term.WaitFor(text, waitLimit)
 }
 
 func (pt *ptyTerm) send(keys ...string) {
 	pt.t.Helper()
-	for _, k := range keys {
-		if _, err := pt.master.Write([]byte(k)); err != nil {
-			pt.t.Fatalf("type %q: %v", k, err)
-		}
-	}
+	pt.term.Type(keys...)
 }
 
 // result waits for Ask to return.
@@ -178,7 +136,7 @@ func askPipe(t *testing.T, opts Options, input io.Reader) (*Answers, string, err
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Ask did not return on its own; output:\n%s", out.String())
 	}
-	return a, ansi.ReplaceAllString(out.String(), ""), err
+	return a, testtool.StripANSI(out.String()), err
 }
 
 func sampleRoutines() []Routine {

@@ -7,11 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/scaffold"
@@ -235,60 +232,25 @@ func TestSkillInstallAsksAtTerminal(t *testing.T) {
 	dir := newInitProject(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	master, slave, err := pty.Open()
-	if err != nil {
-		t.Fatalf("open a pseudo-terminal: %v", err)
-	}
-	defer master.Close()
-	pty.Setsize(master, &pty.Winsize{Rows: 30, Cols: 100})
-	var mu sync.Mutex
-	var screen bytes.Buffer
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := master.Read(buf)
-			mu.Lock()
-			screen.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	term := testtool.NewTerminal(t, 30, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"-C", dir, "skill", "install"}, slave, slave, slave)
+		done <- Main(ctx, []string{"-C", dir, "skill", "install"}, term.Tty, term.Tty, term.Tty)
 	}()
-	waitFor := func(text string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			mu.Lock()
-			shown := strings.Count(screen.String(), text)
-			mu.Unlock()
-			if shown > 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%q never appeared; the terminal shows:\n%s", text, screen.String())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitFor("Assistant")
-	master.Write([]byte("\r"))
-	waitFor("Scope")
-	master.Write([]byte("\x1b[B\r"))
-	waitFor("Skill")
-	master.Write([]byte("routine\r"))
+	term.WaitFor("Assistant", 30*time.Second)
+	term.Type("\r")
+	term.WaitFor("Scope", 30*time.Second)
+	term.Type("\x1b[B\r")
+	term.WaitFor("Skill", 30*time.Second)
+	term.Type("routine\r")
 	if code := <-done; code != 0 {
-		t.Fatalf("exit %d; the terminal shows:\n%s", code, screen.String())
+		t.Fatalf("exit %d; the terminal shows:\n%s", code, term.Screen())
 	}
-	slave.Close()
+	term.Tty.Close()
 	if _, err := os.Stat(filepath.Join(home, ".claude/skills/decree-routine/SKILL.md")); err != nil {
-		t.Fatalf("decree-routine not installed for the user: %v\n%s", err, screen.String())
+		t.Fatalf("decree-routine not installed for the user: %v\n%s", err, term.Screen())
 	}
 	if _, err := os.Stat(filepath.Join(home, ".claude/skills/decree/SKILL.md")); err == nil {
 		t.Error("installed a skill that was not chosen")
