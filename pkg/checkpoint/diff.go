@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -104,17 +105,14 @@ func WriteFileDiff(w *bytes.Buffer, path string, old, new *Side) {
 	w.WriteByte('\n')
 	var oldData, newData []byte
 	oldID, newID := nullBlobID, nullBlobID
-	modeSuffix := ""
-	switch {
-	case old == nil:
-		fmt.Fprintf(w, "new file mode %06o\n", uint32(new.Mode))
-	case new == nil:
-		fmt.Fprintf(w, "deleted file mode %06o\n", uint32(old.Mode))
-	case old.Mode != new.Mode:
-		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", uint32(old.Mode), uint32(new.Mode))
-	default:
-		modeSuffix = fmt.Sprintf(" %06o", uint32(new.Mode))
+	var oldMode, newMode *Mode
+	if old != nil {
+		oldMode = &old.Mode
 	}
+	if new != nil {
+		newMode = &new.Mode
+	}
+	modeSuffix := writeModeLines(w, oldMode, newMode)
 	if old != nil {
 		oldData, oldID = old.Data, gitBlobID(old.Data)
 	}
@@ -144,4 +142,21 @@ func WriteFileDiff(w *bytes.Buffer, path string, old, new *Side) {
 	w.WriteString("--- " + oldName + "\n")
 	w.WriteString("+++ " + newName + "\n")
 	writeHunks(w, oldData, newData)
+}
+
+// writeModeLines writes git's header lines for a file created, deleted or
+// given a new mode (a nil mode is an absent side) and returns the
+// " <mode>" suffix of the index line when the mode stays the same.
+func writeModeLines(w io.Writer, before, after *Mode) string {
+	switch {
+	case before == nil:
+		fmt.Fprintf(w, "new file mode %06o\n", uint32(*after))
+	case after == nil:
+		fmt.Fprintf(w, "deleted file mode %06o\n", uint32(*before))
+	case *before != *after:
+		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", uint32(*before), uint32(*after))
+	default:
+		return fmt.Sprintf(" %06o", uint32(*after))
+	}
+	return ""
 }

@@ -132,17 +132,14 @@ func (c *Checkpointer) writeLargeDiff(w *bufio.Writer, ch Change) error {
 		}
 	}
 	fmt.Fprintf(w, "diff --git %s %s\n", quoteName("a/"+ch.Path), quoteName("b/"+ch.Path))
-	modeSuffix := ""
-	switch {
-	case b == nil:
-		fmt.Fprintf(w, "new file mode %06o\n", uint32(a.Mode))
-	case a == nil:
-		fmt.Fprintf(w, "deleted file mode %06o\n", uint32(b.Mode))
-	case b.Mode != a.Mode:
-		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", uint32(b.Mode), uint32(a.Mode))
-	default:
-		modeSuffix = fmt.Sprintf(" %06o", uint32(a.Mode))
+	var oldMode, newMode *Mode
+	if b != nil {
+		oldMode = &b.Mode
 	}
+	if a != nil {
+		newMode = &a.Mode
+	}
+	modeSuffix := writeModeLines(w, oldMode, newMode)
 	if oldID == newID {
 		return nil // mode change only
 	}

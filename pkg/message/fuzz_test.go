@@ -13,14 +13,7 @@ import (
 // survives Render and Parse unchanged. Seeds live in testdata/fuzz/FuzzParse
 // and testdata/messages.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "messages", "*.md"))
-	for _, p := range files {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	addMessageSeeds(f)
 	f.Add([]byte("---\na: 1\n---\nbody"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Parse(data)
@@ -132,5 +125,18 @@ func genValue(rng *rand.Rand, depth int) any {
 			m[genString(rng)] = genValue(rng, depth+1)
 		}
 		return m
+	}
+}
+
+// addMessageSeeds adds every message of testdata/messages to f's corpus.
+func addMessageSeeds(f *testing.F) {
+	f.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "messages", "*.md"))
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -15,14 +13,7 @@ import (
 // one: ReadHead gives Parse's frontmatter and, as its body reader, Parse's
 // body; RenderTo from that reader writes what Render writes.
 func FuzzReadHead(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "messages", "*.md"))
-	for _, p := range files {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	addMessageSeeds(f)
 	for _, s := range []string{"---\na: 1\n---\nbody", "---", "---\n", "\xEF\xBB\xBF---\nk: v\n---\r\nx", "\xEF\xBB\xBF---x", "---\r\n---\r\n---\n", "body\n---\nnot: fm\n---\n"} {
 		f.Add([]byte(s))
 	}

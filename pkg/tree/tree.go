@@ -100,9 +100,6 @@ type Line struct {
 	Src, Dst *Node
 }
 
-// Node returns the node with the given id, or nil.
-func (d *Document) Node(id string) *Node { return d.byID[id] }
-
 // Label is a short human name of the node for messages:
 // `node 4 (row 5) "Create three text files..."`.
 func (n *Node) Label() string {
@@ -127,13 +124,6 @@ func Abbrev(s string, max int) string {
 		return s
 	}
 	return string(r[:max-1]) + "…"
-}
-
-// IsTreeFile reports whether a file name is a tree routine or export by its
-// extension (.csv or .json, including .tree.csv and .tree.json).
-func IsTreeFile(name string) bool {
-	ext := strings.ToLower(filepath.Ext(name))
-	return ext == ".csv" || ext == ".json"
 }
 
 // Parse reads a Lucid export: JSON when the name ends in .json (or the data
