@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/decreehq/decree/controller/store"
@@ -54,25 +53,12 @@ func pruneObjects(ctx context.Context, st *store.Store, cp *checkpoint.Checkpoin
 }
 
 // unfinishedManifests reads manifest.json of every run without an outcome
-// (or whose state cannot be read). Archived runs (<id>.prev-N) are finished.
+// (or whose state cannot be read), as the store keeps them: the history of
+// finished runs is not read. Archived runs (<id>.prev-N) are finished.
 func unfinishedManifests(st *store.Store) ([]*checkpoint.Manifest, error) {
-	entries, err := os.ReadDir(filepath.Join(st.Dir(), layout.Runs))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var out []*checkpoint.Manifest
-	for _, e := range entries {
-		if !e.IsDir() || store.CheckID(e.Name()) != nil {
-			continue
-		}
-		run, err := st.OpenRun(e.Name())
-		if err == nil && run.State().Outcome != "" {
-			continue
-		}
-		m, err := checkpoint.ReadManifest(filepath.Join(st.Dir(), layout.Runs, e.Name(), layout.ManifestFile))
+	for _, id := range st.UnfinishedRuns() {
+		m, err := checkpoint.ReadManifest(filepath.Join(st.Dir(), layout.Runs, id, layout.ManifestFile))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // no checkpoint taken yet
 		}

@@ -279,8 +279,9 @@ func (s *Store) runChanged(id string, open bool) {
 	s.cacheMu.Unlock()
 }
 
-// openRunsLocked returns the ids of runs without an outcome: runs/ is
-// scanned once, then the store's own run writes keep the set current.
+// openRunsLocked returns the ids of runs without an outcome (or whose
+// state cannot be read: when in doubt, open): runs/ is scanned once, then
+// the store's own run writes keep the set current.
 func (s *Store) openRunsLocked() map[string]bool {
 	s.cacheMu.Lock()
 	scanned := s.open != nil
@@ -292,7 +293,7 @@ func (s *Store) openRunsLocked() map[string]bool {
 				if !e.IsDir() || CheckID(e.Name()) != nil {
 					continue
 				}
-				if st, err := readState(s.path(layout.Runs, e.Name())); err == nil && st.Outcome == "" {
+				if st, err := readState(s.path(layout.Runs, e.Name())); err != nil || st.Outcome == "" {
 					open[e.Name()] = true
 				}
 			}
@@ -308,6 +309,18 @@ func (s *Store) openRunsLocked() map[string]bool {
 	out := make(map[string]bool, len(s.open))
 	for id := range s.open {
 		out[id] = true
+	}
+	return out
+}
+
+// UnfinishedRuns returns the ids of runs without an outcome, and of runs
+// whose state.json cannot be read, in no particular order. Only the first
+// call reads runs/; the store's own writes keep the answer current.
+func (s *Store) UnfinishedRuns() []string {
+	open := s.openRunsLocked()
+	out := make([]string, 0, len(open))
+	for id := range open {
+		out = append(out, id)
 	}
 	return out
 }
