@@ -160,7 +160,7 @@ func (c *Controller) open() error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(root, store.Options{Logger: c.log, Location: loc})
+	st, err := store.Open(root, store.Options{Logger: c.log, Location: loc, WatchInbox: true})
 	if err != nil {
 		return err
 	}
@@ -362,6 +362,9 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 func (c *Controller) Close() error {
 	if c.events != nil {
 		c.events.Close()
+	}
+	if c.store != nil {
+		c.store.Close()
 	}
 	if c.lock != nil {
 		c.lock.Close()

@@ -3,8 +3,12 @@
 // on a project of F files, run through the built decreectl, against the
 // same routine run N times by bash directly in the same run.
 //
-//	pipeline-bench -decreectl PATH [-n 200] [-files 1000] [-runs 3]
-//	pipeline-bench -profile DIR [-n 200] [-files 1000]
+//	pipeline-bench -decreectl PATH [-n 200] [-files 1000] [-queued 0] [-runs 3]
+//	pipeline-bench -profile DIR [-n 200] [-files 1000] [-queued 0]
+//
+// -queued Q puts Q messages of other chains in the inbox first; decreectl
+// run leaves them queued (it processes only its own chain), so every
+// message of the chain is processed with Q others waiting.
 //
 // -profile runs decreectl in this process (cli.Main) once and writes
 // cpu.pprof, the blocking and mutex profiles and an execution trace
@@ -42,6 +46,7 @@ func main() {
 	files := flag.Int("files", 1000, "files in the project tree")
 	runs := flag.Int("runs", 3, "repetitions; the median is reported")
 	prof := flag.String("profile", "", "profile one in-process run into this directory")
+	flag.IntVar(&queued, "queued", 0, "messages of other chains queued in the inbox")
 	flag.Parse()
 	if *prof != "" {
 		if err := profile(*prof, *n, *files); err != nil {
@@ -106,14 +111,22 @@ func run(ctl string, n, files, runs int) error {
 	fmt.Printf("bash      n=%d seconds=%.3f\n", n, b)
 	fmt.Printf("decree    n=%d seconds=%.3f maxrss_mb=%.1f\n", n, d, float64(rss)/1024)
 	fmt.Printf("decree    n=%d maxrss_mb=%.1f (memory check: flat if close to the line above)\n", small, float64(rssSmall)/1024)
-	fmt.Printf("overhead  files=%d ms_per_message=%.2f ratio=%.1f\n", files, (d-b)*1000/float64(n), d/b)
+	fmt.Printf("overhead  files=%d queued=%d ms_per_message=%.2f ratio=%.1f\n", files, queued, (d-b)*1000/float64(n), d/b)
 	return nil
 }
 
+// queued is the number of messages of other chains in the inbox (-queued).
+var queued int
+
 // project creates a decree project with a tree of files and the bench
-// routine, configured for a chain of n messages.
+// routine, configured for a chain of n messages, with queued messages of
+// other chains waiting in the inbox.
 func project(files, n int) (string, error) {
-	return benchproj.New("decree-pipebench-", files, n+10, "chain")
+	dir, err := benchproj.New("decree-pipebench-", files, n+10, "chain")
+	if err != nil {
+		return "", err
+	}
+	return dir, benchproj.Queue(dir, queued, func(i int) string { return fmt.Sprintf("queued message %d\n", i) })
 }
 
 // viaBash runs the routine n times directly, as decree would (same

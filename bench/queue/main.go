@@ -210,16 +210,14 @@ func project(files, queued, k int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for i := 0; i < queued; i++ {
-		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i/100) * time.Second)
-		chain := at.Format("20060102150405") + fmt.Sprintf("%02d", i%100)
-		body := fmt.Sprintf("queued message %d\n", i)
+	err = benchproj.Queue(dir, queued, func(i int) string {
 		if i == 0 {
-			body = fmt.Sprintf("---\nlast: %d\n---\nthe chain that runs\n", k-1)
+			return fmt.Sprintf("---\nlast: %d\n---\nthe chain that runs\n", k-1)
 		}
-		if err := os.WriteFile(filepath.Join(dir, ".decree", "inbox", chain+"-0.md"), []byte(body), 0o644); err != nil {
-			return "", err
-		}
+		return fmt.Sprintf("queued message %d\n", i)
+	})
+	if err != nil {
+		return "", err
 	}
 	return dir, nil
 }

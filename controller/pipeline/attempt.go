@@ -40,6 +40,7 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 	if err != nil {
 		return res, err
 	}
+	defer st.ReleaseSnapshot()
 	if err := run.RecordInboxSnapshot(before); err != nil {
 		return res, err
 	}
@@ -270,7 +271,7 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 	}
 	// Only follow-up names: a message dropped into the inbox while the
 	// attempt ran belongs to nobody's attempt and stays queued.
-	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before[name] || !store.IsFollowUpName(name) })
+	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before.Has(name) || !store.IsFollowUpName(name) })
 	move(filepath.Join(dot, layout.Outbox), func(string) bool { return false })
 }
 

@@ -84,33 +84,29 @@ func New(st *store.Store, opts Options) *Scheduler {
 	return &Scheduler{st: st, opts: opts}
 }
 
-// Pick returns the index in entries of the message to process next given
-// the current chain, or -1. Entries with Err are skipped. Among the rest,
-// a message of current wins; ties (and the no-current case) go to the
-// smallest chain, then the smallest seq, then the file name.
-func Pick(entries []store.Entry, current string) int {
-	best := -1
-	better := func(a, b store.Entry) bool { // a before b?
-		if ac, bc := a.Chain == current && current != "", b.Chain == current && current != ""; ac != bc {
-			return ac
-		}
-		if a.Chain != b.Chain {
-			return a.Chain < b.Chain
-		}
-		if a.Seq != b.Seq {
-			return a.Seq < b.Seq
-		}
-		return a.File < b.File
-	}
-	for i, e := range entries {
+// pickFrom returns the index of the message to process next, or -1.
+// entries are in the store's processing order (usable messages first, by
+// chain, seq and file name); only entries ok accepts count. A message of
+// the current chain wins; otherwise the first (the smallest chain, then
+// the smallest seq, then the file name).
+func pickFrom(es []store.Entry, current string, ok func(*store.Entry) bool) int {
+	first := -1
+	for i := range es {
+		e := &es[i]
 		if e.Err != nil {
+			break // unusable files are sorted last
+		}
+		if !ok(e) {
 			continue
 		}
-		if best < 0 || better(e, entries[best]) {
-			best = i
+		if current == "" || e.Chain == current {
+			return i
+		}
+		if first < 0 {
+			first = i
 		}
 	}
-	return best
+	return first
 }
 
 // Next reads the inbox and returns the message to process. Unusable files
@@ -124,54 +120,65 @@ func (s *Scheduler) Next(opts NextOptions) (Selection, error) {
 	if s.busy != "" {
 		return sel, fmt.Errorf("select next message: %w (%s)", ErrBusy, s.busy)
 	}
-	entries, err := s.st.ListInbox()
-	if err != nil {
-		return sel, fmt.Errorf("select next message: %w", err)
+	accept := func(e *store.Entry) bool {
+		return (opts.OnlyChain == "" || e.Chain == opts.OnlyChain) && (opts.Chains == nil || opts.Chains(e.Chain))
 	}
-	var good []store.Entry
-	for _, e := range entries {
-		if e.Err == nil {
-			if (opts.OnlyChain == "" || e.Chain == opts.OnlyChain) && (opts.Chains == nil || opts.Chains(e.Chain)) {
-				good = append(good, e)
+	// handled are files refused during this call: they leave the index
+	// when dead-lettered, but not when they could only be skipped.
+	handled := map[string]bool{}
+	// The index is read in place (no copy of the queue): the best
+	// candidate and the unusable files (sorted last) are taken out, then
+	// checked; a candidate refused or changed meanwhile means looking again.
+	for range 1 << 16 {
+		var bad []store.Entry
+		var e store.Entry
+		found := false
+		err := s.st.ViewInbox(func(es []store.Entry) {
+			if i := pickFrom(es, s.current, func(e *store.Entry) bool { return !handled[e.File] && accept(e) }); i >= 0 {
+				e, found = es[i], true
 			}
-			continue
+			if opts.Chains == nil {
+				for j := len(es) - 1; j >= 0 && es[j].Err != nil; j-- {
+					if !handled[es[j].File] {
+						bad = append(bad, es[j])
+					}
+				}
+			}
+		})
+		if err != nil {
+			return sel, fmt.Errorf("select next message: %w", err)
 		}
-		if opts.Chains != nil {
-			continue
+		for i := len(bad) - 1; i >= 0; i-- {
+			b := bad[i]
+			handled[b.File] = true
+			reason := store.ReasonInvalidMessage
+			var bm *store.BadMessageError
+			if errors.As(b.Err, &bm) && bm.Reason != "" {
+				reason = bm.Reason
+			}
+			note := store.DeadNote{Reason: reason,
+				Detail: b.Err.Error() + "\n\nFix the file and move it back into .decree/inbox/ to process it."}
+			if err := s.reject(&sel, b, note); err != nil {
+				return sel, err
+			}
 		}
-		reason := store.ReasonInvalidMessage
-		var bad *store.BadMessageError
-		if errors.As(e.Err, &bad) && bad.Reason != "" {
-			reason = bad.Reason
-		}
-		note := store.DeadNote{Reason: reason,
-			Detail: e.Err.Error() + "\n\nFix the file and move it back into .decree/inbox/ to process it."}
-		if err := s.reject(&sel, e, note); err != nil {
-			return sel, err
-		}
-	}
-	for {
-		i := Pick(good, s.current)
-		if i < 0 {
+		if !found {
 			break
 		}
-		e := good[i]
 		if f := s.st.Fresh(e); f.ID != e.ID || f.Err != nil || !f.Message.Equal(e.Message) {
 			// Changed since it was listed: choose again with its content
-			// as it is now.
+			// as it is now (Fresh updated the index).
 			if f.Err != nil {
-				good = append(good[:i], good[i+1:]...)
+				handled[f.File] = true
 				if err := s.reject(&sel, f, store.DeadNote{Reason: store.ReasonInvalidMessage,
 					Detail: f.Err.Error() + "\n\nFix the file and move it back into .decree/inbox/ to process it."}); err != nil {
 					return sel, err
 				}
-				continue
 			}
-			good[i] = f
 			continue
 		}
-		good = append(good[:i], good[i+1:]...)
 		if e.Seq >= s.opts.MaxDepth {
+			handled[e.File] = true
 			note := store.DeadNote{Reason: store.ReasonMaxDepthExceeded, MessageID: e.ID,
 				Detail: fmt.Sprintf("Message %s has seq %d, but max_depth is %d: the chain went too deep. Raise max_depth in .decree/config.yml or change the routine that spawns follow-ups, then requeue it.", e.ID, e.Seq, s.opts.MaxDepth)}
 			if err := s.reject(&sel, e, note); err != nil {

@@ -18,25 +18,29 @@ const (
 	c3 = "2025010100000002"
 )
 
-func TestPick(t *testing.T) {
+// TestPickFrom: entries come in the store's processing order (chain, seq,
+// file; unusable last); the current chain wins, else the first accepted.
+func TestPickFrom(t *testing.T) {
 	e := func(chain string, seq int, file string) store.Entry {
 		return store.Entry{File: file, Chain: chain, Seq: seq, ID: chain}
 	}
+	all := func(*store.Entry) bool { return true }
 	tests := []struct {
 		name    string
 		entries []store.Entry
 		current string
+		ok      func(*store.Entry) bool
 		want    string
 	}{
-		{"empty", nil, "", ""},
-		{"oldest chain first", []store.Entry{e(c2, 0, "b"), e(c1, 1, "a")}, "", "a"},
-		{"lowest seq within a chain", []store.Entry{e(c1, 3, "x"), e(c1, 1, "y"), e(c1, 2, "z")}, "", "y"},
-		{"current chain beats older chains", []store.Entry{e(c1, 0, "old"), e(c2, 5, "cur")}, c2, "cur"},
-		{"current chain gone: oldest", []store.Entry{e(c3, 0, "n"), e(c2, 0, "m")}, c1, "m"},
-		{"bad entries skipped", []store.Entry{{File: "bad", Err: errors.New("x")}, e(c3, 0, "ok")}, "", "ok"},
+		{"empty", nil, "", all, ""},
+		{"oldest chain first", []store.Entry{e(c1, 1, "a"), e(c2, 0, "b")}, "", all, "a"},
+		{"current chain beats older chains", []store.Entry{e(c1, 0, "old"), e(c2, 5, "cur"), e(c2, 6, "next")}, c2, all, "cur"},
+		{"current chain gone: oldest", []store.Entry{e(c2, 0, "m"), e(c3, 0, "n")}, c1, all, "m"},
+		{"bad entries never picked", []store.Entry{{File: "bad", Err: errors.New("x")}}, "", all, ""},
+		{"refused entries skipped", []store.Entry{e(c1, 0, "a"), e(c2, 0, "b")}, c1, func(e *store.Entry) bool { return e.File != "a" }, "b"},
 	}
 	for _, tt := range tests {
-		i := Pick(tt.entries, tt.current)
+		i := pickFrom(tt.entries, tt.current, tt.ok)
 		got := ""
 		if i >= 0 {
 			got = tt.entries[i].File

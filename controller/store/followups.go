@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,63 +14,25 @@ import (
 	"github.com/decreehq/decree/pkg/message"
 )
 
-// InboxSnapshot is the set of inbox file names present before an attempt,
-// so that the files a routine adds can be told apart afterwards.
-type InboxSnapshot map[string]bool
-
-// Names lists the snapshot's file names, sorted (to record it).
-func (s InboxSnapshot) Names() []string {
-	out := make([]string, 0, len(s))
-	for n := range s {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// RecordInboxSnapshot writes snap into the run directory
-// (layout.InboxBeforeFile), for a collection replayed after a crash.
-func (r *Run) RecordInboxSnapshot(snap InboxSnapshot) error {
-	return r.WriteFile(layout.InboxBeforeFile, []byte(strings.Join(snap.Names(), "\n")))
-}
-
-// InboxSnapshot reads the snapshot RecordInboxSnapshot wrote; false when
-// there is none.
-func (r *Run) InboxSnapshot() (InboxSnapshot, bool) {
-	b, err := os.ReadFile(filepath.Join(r.dir, layout.InboxBeforeFile))
-	if err != nil {
-		return nil, false
-	}
-	snap := InboxSnapshot{}
-	for _, n := range strings.Split(string(b), "\n") {
-		if n != "" {
-			snap[n] = true
-		}
-	}
-	return snap, true
-}
-
 // IsFollowUpName reports whether an inbox file name has the shape of a
 // follow-up a routine writes, "<chain>-<seq>.md". Other names in the inbox
 // are messages queued by hand or by other tools, never an attempt's.
-func IsFollowUpName(name string) bool { return chainSeqShape.MatchString(name) }
+func IsFollowUpName(name string) bool {
+	stem, ok := strings.CutSuffix(name, ".md")
+	if !ok {
+		return false
+	}
+	a, b, ok := strings.Cut(stem, "-")
+	return ok && allDigits(a) && allDigits(b)
+}
 
-// SnapshotInbox records the inbox's message files (from the inbox index).
-func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
-	es, err := s.ListInbox()
-	if err != nil {
-		return nil, fmt.Errorf("snapshot inbox: %w", err)
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
 	}
-	snap := InboxSnapshot{}
-	for _, e := range es {
-		snap[e.File] = true
-	}
-	s.mu.Lock()
-	for f := range s.skipped {
-		snap[f] = true
-	}
-	s.mu.Unlock()
-	return snap, nil
+	return s != ""
 }
 
 // FollowUp is a follow-up message queued by CollectFollowUps.
@@ -105,9 +65,6 @@ type Collected struct {
 	Ignored []string
 }
 
-// chainSeqShape matches names that look like a chain follow-up, valid or not.
-var chainSeqShape = regexp.MustCompile(`^[0-9]+-[0-9]+\.md$`)
-
 // CollectFollowUps gathers the follow-ups a routine left after an attempt
 // of message <chain>-<seq>:
 //
@@ -134,21 +91,22 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.releaseSnapshotLocked()
 	curID := chain + "-" + strconv.Itoa(seq)
 	var rejects []reject
 
-	ents, err := os.ReadDir(s.path(layout.Inbox))
+	names, err := s.newInboxNamesLocked(before)
 	if err != nil {
 		return out, fmt.Errorf("collect follow-ups of %s: list inbox: %w", curID, err)
 	}
-	for _, de := range ents {
-		name := de.Name()
-		if !layout.IsMessageFile(name) || de.IsDir() || before[name] || !chainSeqShape.MatchString(name) {
+	for _, name := range names {
+		fi, err := os.Lstat(s.path(layout.Inbox, name))
+		if err != nil || fi.IsDir() {
 			continue
 		}
 		src := "inbox/" + name
 		problem := checkFollowUpName(name, chain, seq)
-		if problem == "" && !de.Type().IsRegular() {
+		if problem == "" && !fi.Mode().IsRegular() {
 			problem = "it is not a regular file (a symlink?); write the follow-up as a plain file"
 		}
 		if problem == "" {
@@ -226,6 +184,38 @@ func (s *Store) CollectFollowUps(chain string, seq int, before InboxSnapshot) (C
 		}
 		out.Rejected = append(out.Rejected, Rejected{Source: r.source, DeadFile: dead, Note: note})
 	}
+	return out, nil
+}
+
+// newInboxNamesLocked lists the follow-up-shaped names in the inbox that
+// are not in before and were not put there by the store itself since the
+// last snapshot (a message created or requeued by a client meanwhile),
+// sorted. They come from the inbox index, brought up to date first; when
+// before is the last snapshot this store took, only the names the index
+// gained since are looked at. s.mu is held.
+func (s *Store) newInboxNamesLocked(before InboxSnapshot) ([]string, error) {
+	if _, err := s.inboxLocked(); err != nil {
+		return nil, err
+	}
+	var out []string
+	add := func(n string) {
+		if !before.Has(n) && !s.placed[n] && IsFollowUpName(n) {
+			out = append(out, n)
+		}
+	}
+	if d := &s.inbox.snap; before.gen != 0 && before.gen == d.gen {
+		for n := range d.fresh {
+			add(n)
+		}
+	} else {
+		for n := range s.inbox.keys {
+			add(n)
+		}
+	}
+	for n := range s.inbox.pending {
+		add(n)
+	}
+	sort.Strings(out)
 	return out, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
@@ -14,18 +15,22 @@ import (
 const chainA = "2025022514320000"
 const chainB = "2025022514320001"
 
+type file struct{ path, content string }
+
+// collectCase is one attempt's files and what collecting must make of them.
+type collectCase struct {
+	name      string
+	seq       int
+	preexist  []file // present before the attempt
+	written   []file // written by the routine
+	wantQueue []string
+	wantDead  []string // dead/ names
+	wantWhy   []string // substrings of the notes, same order as wantDead
+	wantLeft  []string // still in outbox/
+}
+
 func TestCollectFollowUps(t *testing.T) {
-	type file struct{ path, content string }
-	tests := []struct {
-		name      string
-		seq       int
-		preexist  []file // present before the attempt
-		written   []file // written by the routine
-		wantQueue []string
-		wantDead  []string // dead/ names
-		wantWhy   []string // substrings of the notes, same order as wantDead
-		wantLeft  []string // still in outbox/
-	}{
+	tests := []collectCase{
 		{
 			name: "outbox files become consecutive seqs in lexical order",
 			seq:  0,
@@ -78,83 +83,107 @@ func TestCollectFollowUps(t *testing.T) {
 			wantQueue: nil,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := openStore(t, t.TempDir())
-			for _, f := range tt.preexist {
-				write(t, filepath.Join(s.Dir(), f.path), f.content)
-			}
-			snap, err := s.SnapshotInbox()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range tt.written {
-				write(t, filepath.Join(s.Dir(), f.path), f.content)
-			}
-			got, err := s.CollectFollowUps(chainA, tt.seq, snap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var queued []string
-			for _, f := range got.FollowUps {
-				queued = append(queued, f.File)
-				if !exists(filepath.Join(s.Dir(), "inbox", f.File)) {
-					t.Errorf("%s reported queued but not in the inbox", f.File)
+	for _, mode := range storeModes {
+		for _, full := range []bool{false, true} {
+			for _, tt := range tests {
+				name := mode.name + "/" + tt.name
+				if full {
+					name = mode.name + "/full listing during the attempt/" + tt.name
 				}
+				t.Run(name, func(t *testing.T) {
+					testCollectFollowUps(t, openStoreMode(t, t.TempDir(), mode.watch), tt, full)
+				})
 			}
-			if !slices.Equal(queued, tt.wantQueue) {
-				t.Errorf("queued %v, want %v", queued, tt.wantQueue)
+		}
+	}
+}
+
+// testCollectFollowUps plays one attempt on s and checks the collection.
+// With full, the status call during the attempt makes a full listing.
+func testCollectFollowUps(t *testing.T, s *Store, tt collectCase, full bool) {
+	t.Helper()
+	for _, f := range tt.preexist {
+		write(t, filepath.Join(s.Dir(), f.path), f.content)
+	}
+	snap, err := s.SnapshotInbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tt.written {
+		write(t, filepath.Join(s.Dir(), f.path), f.content)
+	}
+	// A status call lists the inbox while the attempt runs: the
+	// routine's files must reach the collection as it wrote them.
+	if full {
+		s.inbox.fullAt = time.Time{}
+	}
+	if _, err := s.ListInbox(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.CollectFollowUps(chainA, tt.seq, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued []string
+	for _, f := range got.FollowUps {
+		queued = append(queued, f.File)
+		if !exists(filepath.Join(s.Dir(), "inbox", f.File)) {
+			t.Errorf("%s reported queued but not in the inbox", f.File)
+		}
+	}
+	if !slices.Equal(queued, tt.wantQueue) {
+		t.Errorf("queued %v, want %v", queued, tt.wantQueue)
+	}
+	var dead []string
+	for _, r := range got.Rejected {
+		dead = append(dead, r.DeadFile)
+		if r.Note.MessageID+".md" != r.DeadFile {
+			t.Errorf("%s is dead-lettered as %s but has id %s", r.Source, r.DeadFile, r.Note.MessageID)
+		}
+		for _, f := range tt.written {
+			if f.path == r.Source && read(t, filepath.Join(s.Dir(), "inbox/dead", r.DeadFile)) != f.content {
+				t.Errorf("dead letter %s (from %s) not byte for byte", r.DeadFile, r.Source)
 			}
-			var dead []string
-			for _, r := range got.Rejected {
-				dead = append(dead, r.DeadFile)
-				if r.Note.MessageID+".md" != r.DeadFile {
-					t.Errorf("%s is dead-lettered as %s but has id %s", r.Source, r.DeadFile, r.Note.MessageID)
-				}
-				for _, f := range tt.written {
-					if f.path == r.Source && read(t, filepath.Join(s.Dir(), "inbox/dead", r.DeadFile)) != f.content {
-						t.Errorf("dead letter %s (from %s) not byte for byte", r.DeadFile, r.Source)
-					}
-				}
+		}
+	}
+	slices.Sort(dead)
+	if !slices.Equal(dead, tt.wantDead) {
+		t.Errorf("dead %v, want %v", dead, tt.wantDead)
+	}
+	for i, d := range tt.wantDead {
+		note := read(t, filepath.Join(s.Dir(), "inbox/dead", d+layout.DeadNoteSuffix))
+		if !strings.Contains(note, "reason: "+ReasonInvalidFollowUp) || !strings.Contains(note, tt.wantWhy[i]) {
+			t.Errorf("note of %s lacks %q:\n%s", d, tt.wantWhy[i], note)
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(s.Dir(), "outbox"))
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if !slices.Equal(left, tt.wantLeft) {
+		t.Errorf("outbox left %v, want %v", left, tt.wantLeft)
+	}
+	// Queued outbox follow-ups are normalised to their new id.
+	for _, f := range got.FollowUps {
+		m, err := message.Parse([]byte(read(t, filepath.Join(s.Dir(), "inbox", f.File))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := message.Normalize(m, message.NormalizeInput{FileName: f.File}); err != nil {
+			t.Errorf("%s does not normalise under its name: %v", f.File, err)
+		}
+		if m.ID() != f.ID {
+			t.Errorf("%s has id %s, want %s", f.File, m.ID(), f.ID)
+		}
+	}
+	for _, f := range tt.written {
+		if f.path == "outbox/b-second.md" {
+			m, _ := message.Parse([]byte(read(t, filepath.Join(s.Dir(), "inbox", chainA+"-2.md"))))
+			if m.Routine() != "review" || string(m.Body) != "second\n" {
+				t.Errorf("b-second.md lost its content: routine %q body %q", m.Routine(), m.Body)
 			}
-			slices.Sort(dead)
-			if !slices.Equal(dead, tt.wantDead) {
-				t.Errorf("dead %v, want %v", dead, tt.wantDead)
-			}
-			for i, d := range tt.wantDead {
-				note := read(t, filepath.Join(s.Dir(), "inbox/dead", d+layout.DeadNoteSuffix))
-				if !strings.Contains(note, "reason: "+ReasonInvalidFollowUp) || !strings.Contains(note, tt.wantWhy[i]) {
-					t.Errorf("note of %s lacks %q:\n%s", d, tt.wantWhy[i], note)
-				}
-			}
-			ents, _ := os.ReadDir(filepath.Join(s.Dir(), "outbox"))
-			var left []string
-			for _, e := range ents {
-				left = append(left, e.Name())
-			}
-			if !slices.Equal(left, tt.wantLeft) {
-				t.Errorf("outbox left %v, want %v", left, tt.wantLeft)
-			}
-			// Queued outbox follow-ups are normalised to their new id.
-			for _, f := range got.FollowUps {
-				m, err := message.Parse([]byte(read(t, filepath.Join(s.Dir(), "inbox", f.File))))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := message.Normalize(m, message.NormalizeInput{FileName: f.File}); err != nil {
-					t.Errorf("%s does not normalise under its name: %v", f.File, err)
-				}
-				if m.ID() != f.ID {
-					t.Errorf("%s has id %s, want %s", f.File, m.ID(), f.ID)
-				}
-			}
-			if tt.name == "outbox files become consecutive seqs in lexical order" {
-				m, _ := message.Parse([]byte(read(t, filepath.Join(s.Dir(), "inbox", chainA+"-2.md"))))
-				if m.Routine() != "review" || string(m.Body) != "second\n" {
-					t.Errorf("b-second.md lost its content: routine %q body %q", m.Routine(), m.Body)
-				}
-			}
-		})
+		}
 	}
 }
 

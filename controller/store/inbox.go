@@ -93,19 +93,20 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 		return s.inbox.entries, nil
 	}
 	dir := s.path(layout.Inbox)
+	s.startWatch(dir)
 	stamp, stamped := stampOf(dir)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("list inbox %s: %w", dir, err)
-	}
 	// Between full checks (fullEvery) only new names are
 	// looked at; a full check compares every file's identity (edits in
 	// place). The message being taken is always checked (Fresh).
 	full := time.Since(s.inbox.fullAt) > s.inbox.fullEvery() || s.inbox.keys == nil
-	if !full && len(s.inbox.keys) == len(s.inbox.entries) {
+	if !full && s.watch == nil && len(s.inbox.keys) == len(s.inbox.entries) {
 		if out, ok := s.relistNames(dir, stamp, stamped); ok {
 			return out, nil
 		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list inbox %s: %w", dir, err)
 	}
 	known := make(map[string]Entry, len(s.inbox.entries))
 	if !full {
@@ -117,6 +118,7 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 	}
 	var out []Entry
 	keys := make(map[string]fileKey, len(ents))
+	pending := map[string]bool{}
 	for _, de := range ents {
 		if !layout.IsMessageFile(de.Name()) || de.IsDir() {
 			continue
@@ -173,6 +175,7 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 		}
 		if !s.loadInboxEntry(&out[i]) {
 			delete(keys, out[i].File)
+			pending[out[i].File] = true
 			continue // left for a later listing (the disk is full)
 		}
 		// It may have been written back with a new chain: note its
@@ -185,17 +188,40 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 	out = kept
 	sortEntries(out)
 	now := time.Now()
-	fullAt := s.inbox.fullAt
+	ix := &s.inbox
 	if full {
-		fullAt = now
+		ix.fullAt = now
 	}
-	s.inbox = inboxIndex{valid: stamped, stamp: stamp, checked: now, fullAt: fullAt, entries: out, keys: keys}
-	if after, ok := stampOf(dir); !ok || after != stamp {
+	ix.valid, ix.stamp, ix.checked, ix.entries, ix.pending = stamped, stamp, now, out, pending
+	ix.snap.reset(keys, ix.keys)
+	ix.keys = keys
+	if after, ok := stampOf(dir); s.watch == nil && (!ok || after != stamp) {
 		// Changed while listing (a write-back, or a file dropped in):
-		// look again next time.
-		s.inbox.valid = false
+		// look again next time. (A watch reports those changes.)
+		ix.valid = false
 	}
 	return out, nil
+}
+
+// startWatch (re)starts the inbox watch before a full listing when one is
+// wanted, and discards the reports the listing makes stale.
+func (s *Store) startWatch(dir string) {
+	if s.watch != nil {
+		s.watch.drain(func(string) {})
+		return
+	}
+	if !s.watchWanted {
+		return
+	}
+	w, err := newInboxWatch(s, dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.watchWanted = false
+			s.log.Warn("the inbox is not watched for changes; it is checked by listing instead", "err", err)
+		}
+		return
+	}
+	s.watch = w
 }
 
 func sortEntries(es []Entry) {
@@ -222,7 +248,9 @@ func entryLess(a, b Entry) bool {
 // It returns false when the entry must be left out of this listing: its
 // new chain id could not be written for want of space (ENOSPC, EDQUOT). A
 // full disk is no fault of the message, so it stays in the inbox, untouched,
-// and is listed again once space is freed.
+// and is listed again once space is freed. It also returns false, without
+// writing, for a file that needs a chain id, is shaped like a follow-up and
+// appears while an attempt's follow-ups are still to be collected.
 func (s *Store) loadInboxEntry(e *Entry) bool {
 	p := s.path(layout.Inbox, e.File)
 	m, err := readHeadFile(p) // the frontmatter only: entries never hold bodies
@@ -249,6 +277,12 @@ func (s *Store) loadInboxEntry(e *Entry) bool {
 	if err := message.Normalize(m, in); err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
 		return true
+	}
+	if fresh && s.inbox.snap.live && IsFollowUpName(e.File) {
+		// Shaped like a follow-up, written while an attempt runs: its
+		// collection decides about it, on the file as the routine left it
+		// (ReleaseSnapshot lists it again afterwards).
+		return false
 	}
 	if fresh {
 		if err := rewriteFile(p, p, m, true); err != nil {
@@ -331,10 +365,9 @@ func (s *Store) CreateMessageFrom(name string, m *message.Message, body io.ReadS
 				return err
 			})
 		}, func(ix *inboxIndex) {
-			ix.entries = append(ix.entries, created)
-			sortEntries(ix.entries)
+			ix.insert(created)
 			if fi, err := os.Lstat(s.path(layout.Inbox, created.File)); err == nil && ix.keys != nil {
-				ix.keys[created.File] = keyOf(fi)
+				ix.setKey(created.File, keyOf(fi))
 			} else {
 				ix.valid = false
 			}
@@ -346,6 +379,7 @@ func (s *Store) CreateMessageFrom(name string, m *message.Message, body io.ReadS
 			return Entry{}, fmt.Errorf("create message %s: %w", final, err)
 		}
 		s.chains.Observe(m.Chain())
+		s.notePlaced(created.File)
 		return created, nil
 	}
 }
@@ -552,10 +586,20 @@ func (s *Store) Requeue(file string) (string, error) {
 	if err := fsutil.MoveFile(src, s.path(layout.Inbox, target)); err != nil {
 		return "", fmt.Errorf("requeue %s: %w", file, err)
 	}
+	s.notePlaced(target)
 	if err := os.Remove(s.path(layout.Dead, file+layout.DeadNoteSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return target, fmt.Errorf("requeue %s: remove note: %w", file, err)
 	}
 	return target, fsutil.SyncDir(s.path(layout.Dead))
+}
+
+// notePlaced records that the store put inbox/<file> there itself. s.mu
+// is held.
+func (s *Store) notePlaced(file string) {
+	if s.placed == nil {
+		s.placed = map[string]bool{}
+	}
+	s.placed[file] = true
 }
 
 // DeadEntry is a message in inbox/dead/ with its note.

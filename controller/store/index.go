@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -81,12 +82,37 @@ func keyOf(fi os.FileInfo) fileKey {
 // inboxIndex is the inbox as last listed. s.mu guards it.
 type inboxIndex struct {
 	valid   bool
-	stamp   dirStamp
+	stamp   dirStamp  // without a watch: the directory's stamp at the listing
 	checked time.Time // last listing
 	fullAt  time.Time // last listing that checked every file's identity
 	entries []Entry   // in processing order (sortEntries)
 	keys    map[string]fileKey
-	byID    map[string]int // entries by message id; nil until needed (byIDLocked)
+	// pending are message files present but left out of the index for
+	// now (their new chain id could not be written: a full disk); the
+	// next full listing tries them again.
+	pending map[string]bool
+	// snap is the follow-up-shaped names of the index as a difference to
+	// a recorded base (snapshot.go).
+	snap snapDelta
+}
+
+// setKey records name's identity, noting a name new to the index.
+func (ix *inboxIndex) setKey(name string, k fileKey) {
+	if ix.keys == nil {
+		ix.keys = map[string]fileKey{}
+	}
+	if _, ok := ix.keys[name]; !ok {
+		ix.snap.added(name)
+	}
+	ix.keys[name] = k
+}
+
+// delKey forgets name.
+func (ix *inboxIndex) delKey(name string) {
+	if _, ok := ix.keys[name]; ok {
+		delete(ix.keys, name)
+		ix.snap.removed(name)
+	}
 }
 
 // fullEvery is how often a listing checks every file's identity: the
@@ -96,40 +122,68 @@ func (ix *inboxIndex) fullEvery() time.Duration {
 	return RescanInterval * time.Duration(max(1, len(ix.entries)/1000))
 }
 
-// byIDLocked returns the index's entries by message id, building the map
-// once per change of the listing. s.mu is held, after inboxLocked.
-func (s *Store) byIDLocked() map[string]int {
-	ix := &s.inbox
-	if ix.byID == nil || len(ix.byID) > len(ix.entries) {
-		ix.byID = make(map[string]int, len(ix.entries))
-		for i, e := range ix.entries {
-			if e.ID != "" {
-				ix.byID[e.ID] = i
-			}
+// findID returns the position of the queued message id in es (in
+// processing order), by binary search on its chain and seq.
+func findID(es []Entry, id string) (int, bool) {
+	chain, seq, ok := message.SplitID(id)
+	if !ok {
+		return 0, false
+	}
+	i := sort.Search(len(es), func(i int) bool {
+		e := &es[i]
+		return e.Err != nil || e.Chain > chain || (e.Chain == chain && e.Seq >= seq)
+	})
+	for ; i < len(es) && es[i].Err == nil && es[i].Chain == chain && es[i].Seq == seq; i++ {
+		if es[i].ID == id {
+			return i, true
 		}
 	}
-	return ix.byID
+	return 0, false
 }
 
-// cachedInbox reports whether the indexed listing can be trusted.
+// cachedInbox reports whether the indexed listing can be trusted, after
+// bringing it up to date from the watch.
 func (s *Store) cachedInbox() bool {
-	ix := &s.inbox
-	if !ix.valid || time.Since(ix.fullAt) > ix.fullEvery() {
+	if time.Since(s.inbox.fullAt) > s.inbox.fullEvery() {
 		return false
 	}
-	st, ok := stampOf(s.path(layout.Inbox))
-	return ok && st == ix.stamp
+	return s.indexCurrent()
+}
+
+// indexCurrent brings the index up to date from the inbox watch's reports
+// or, without a watch, compares the inbox directory's stamp; it reports
+// whether the index now matches the inbox.
+func (s *Store) indexCurrent() bool {
+	ix := &s.inbox
+	if !ix.valid {
+		return false
+	}
+	dir := s.path(layout.Inbox)
+	if s.watch == nil {
+		st, ok := stampOf(dir)
+		return ok && st == ix.stamp
+	}
+	var changed []string
+	if !s.watch.drain(func(name string) { changed = append(changed, name) }) {
+		s.watch.close()
+		s.watch = nil
+		ix.valid = false
+		return false
+	}
+	if len(changed) > 0 {
+		s.updateIndex(dir, changed)
+	}
+	return true
 }
 
 // ownInboxChange runs change, a write of the store to the inbox, and keeps
 // the index current: apply updates the indexed entries and their keys when
 // the index was current before the change; otherwise the next listing looks
-// again.
+// again. (The watch reports the change too; the index then finds the file
+// as apply left it and does nothing.)
 func (s *Store) ownInboxChange(change func() error, apply func(*inboxIndex)) error {
 	ix := &s.inbox
-	dir := s.path(layout.Inbox)
-	before, ok := stampOf(dir)
-	current := ok && ix.valid && before == ix.stamp
+	current := s.indexCurrent()
 	if err := change(); err != nil {
 		ix.valid = false
 		return err
@@ -138,28 +192,24 @@ func (s *Store) ownInboxChange(change func() error, apply func(*inboxIndex)) err
 		ix.valid = false
 		return nil
 	}
-	after, ok := stampOf(dir)
-	if !ok {
-		ix.valid = false
-		return nil
+	if s.watch == nil {
+		after, ok := stampOf(s.path(layout.Inbox))
+		if !ok {
+			ix.valid = false
+			return nil
+		}
+		ix.stamp = after
 	}
 	apply(ix)
-	ix.stamp = after
-	ix.byID = nil
 	return nil
 }
 
 // dropEntry removes file from the index.
 func dropEntry(file string) func(*inboxIndex) {
 	return func(ix *inboxIndex) {
-		out := ix.entries[:0:0]
-		for _, e := range ix.entries {
-			if e.File != file {
-				out = append(out, e)
-			}
-		}
-		ix.entries = out
-		delete(ix.keys, file)
+		// In place: nothing outside the store's lock holds the slice.
+		ix.entries = slices.DeleteFunc(ix.entries, func(e Entry) bool { return e.File == file })
+		ix.delKey(file)
 	}
 }
 
@@ -181,10 +231,7 @@ func (s *Store) Fresh(e Entry) Entry {
 		return e // cannot be read as it is now (a full disk): keep what was listed
 	}
 	if fi, err := os.Lstat(p); err == nil {
-		if s.inbox.keys == nil {
-			s.inbox.keys = map[string]fileKey{}
-		}
-		s.inbox.keys[e.File] = keyOf(fi)
+		s.inbox.setKey(e.File, keyOf(fi))
 	}
 	for i := range s.inbox.entries {
 		if s.inbox.entries[i].File == e.File {
@@ -192,8 +239,23 @@ func (s *Store) Fresh(e Entry) Entry {
 		}
 	}
 	sortEntries(s.inbox.entries)
-	s.inbox.byID = nil
 	return ne
+}
+
+// ViewInbox calls fn with the inbox index's entries in processing order
+// (usable messages by chain, seq and file name, then unusable files),
+// listing the inbox first when the index cannot be trusted. fn runs under
+// the store's lock: it must not keep the slice, change it or call the
+// store. It spares callers that look for one entry a copy of the queue.
+func (s *Store) ViewInbox(fn func([]Entry)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	es, err := s.inboxLocked()
+	if err != nil {
+		return err
+	}
+	fn(es)
+	return nil
 }
 
 // ChainsQueued reports whether any message of chains is in the inbox,
@@ -213,13 +275,13 @@ func (s *Store) ChainsQueued(chains map[string]bool) (bool, error) {
 	return false, nil
 }
 
-// relistNames brings the index up to date between full listings, at a
-// cost that grows with the files added, not with the queue: the inbox's
-// names are read (unsorted, no stat of the files already indexed), files
-// gone leave the index, and new files are read, parsed and merged into
-// the processing order. Files edited in place are the full listing's
-// business (see fullEvery). It reports false when the index cannot
-// be updated this way; the caller then lists the inbox in full.
+// relistNames brings the index up to date between full listings, without
+// a watch, at a cost that grows with the files added, not with the queue:
+// the inbox's names are read (unsorted, no stat of the files already
+// indexed), and the names that are new or gone go to updateIndex. Files
+// edited in place are the full listing's business (see fullEvery). It
+// reports false when the names cannot be read; the caller then lists the
+// inbox in full.
 func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, bool) {
 	f, err := os.Open(dir)
 	if err != nil {
@@ -232,8 +294,7 @@ func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, 
 	}
 	ix := &s.inbox
 	present := make(map[string]struct{}, len(ix.keys))
-	var added []Entry
-	addedKeys := map[string]fileKey{}
+	var changed []string
 	for _, n := range names {
 		if !layout.IsMessageFile(n) || s.skipped[n] {
 			continue
@@ -242,9 +303,53 @@ func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, 
 			present[n] = struct{}{}
 			continue
 		}
+		changed = append(changed, n)
+	}
+	if len(present) < len(ix.keys) {
+		for n := range ix.keys {
+			if _, ok := present[n]; !ok {
+				changed = append(changed, n)
+			}
+		}
+	}
+	s.updateIndex(dir, changed)
+	ix.valid, ix.stamp, ix.checked = stamped, stamp, time.Now()
+	if after, ok := stampOf(dir); !ok || after != stamp {
+		ix.valid = false // changed while listing: look again next time
+	}
+	return ix.entries, true
+}
+
+// updateIndex brings the index's entries of the named files up to date:
+// each is looked at (lstat); a file new to the index, or whose identity
+// changed, is read and parsed and merged into the processing order; a
+// file gone leaves the index. Names may repeat.
+func (s *Store) updateIndex(dir string, changed []string) {
+	ix := &s.inbox
+	gone := map[string]bool{}
+	seen := make(map[string]bool, len(changed))
+	var added []Entry
+	addedKeys := map[string]fileKey{}
+	for _, n := range changed {
+		if seen[n] || !layout.IsMessageFile(n) || s.skipped[n] {
+			continue
+		}
+		seen[n] = true
+		old, indexed := ix.keys[n]
 		fi, err := os.Lstat(filepath.Join(dir, n))
 		if err != nil || fi.IsDir() {
-			continue // gone meanwhile, or a directory
+			if indexed {
+				gone[n] = true
+			}
+			delete(ix.pending, n)
+			continue
+		}
+		k := keyOf(fi)
+		if indexed {
+			if old == k {
+				continue
+			}
+			gone[n] = true // changed: read again
 		}
 		e := Entry{File: n, ModTime: fi.ModTime()}
 		switch {
@@ -255,8 +360,11 @@ func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, 
 			e.Err = &BadMessageError{File: n, Reason: ReasonNotRegularFile,
 				Err: fmt.Errorf("it is a %s, not a regular file; it was not opened. Put the message's content in a plain file", fsutil.FileKind(fi.Mode().Type()))}
 		}
-		addedKeys[n] = keyOf(fi)
+		addedKeys[n] = k
 		added = append(added, e)
+	}
+	if len(gone) == 0 && len(added) == 0 {
+		return
 	}
 	// New files get chains in arrival order.
 	sort.SliceStable(added, func(i, j int) bool {
@@ -271,6 +379,10 @@ func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, 
 		if e.Err == nil {
 			if !s.loadInboxEntry(&e) {
 				delete(addedKeys, e.File)
+				if ix.pending == nil {
+					ix.pending = map[string]bool{}
+				}
+				ix.pending[e.File] = true
 				continue // left for a later listing (the disk is full)
 			}
 			// It may have been written back with a new chain.
@@ -278,40 +390,49 @@ func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, 
 				addedKeys[e.File] = keyOf(fi)
 			}
 		}
+		delete(ix.pending, e.File)
 		loaded = append(loaded, e)
 	}
 	sortEntries(loaded)
-	kept := ix.entries
-	if len(present) < len(ix.keys) {
-		kept = make([]Entry, 0, len(present))
-		for _, e := range ix.entries {
-			if _, ok := present[e.File]; ok {
-				kept = append(kept, e)
-			} else {
-				delete(ix.keys, e.File)
-			}
+	// In place (nothing outside the store's lock holds the slice): a
+	// removal or an insertion moves the entries after it, one
+	// allocation at most.
+	if len(gone) > 0 {
+		ix.entries = slices.DeleteFunc(ix.entries, func(e Entry) bool { return gone[e.File] })
+		for n := range gone {
+			ix.delKey(n)
 		}
 	}
-	// Merge the two ordered lists.
-	out := make([]Entry, 0, len(kept)+len(loaded))
+	if len(loaded) <= 16 {
+		for _, e := range loaded {
+			ix.insert(e)
+		}
+	} else {
+		ix.entries = mergeEntries(ix.entries, loaded)
+	}
+	for n, k := range addedKeys {
+		ix.setKey(n, k)
+	}
+}
+
+// insert adds e to the entries at its place in processing order.
+func (ix *inboxIndex) insert(e Entry) {
+	at := sort.Search(len(ix.entries), func(i int) bool { return entryLess(e, ix.entries[i]) })
+	ix.entries = slices.Insert(ix.entries, at, e)
+}
+
+// mergeEntries merges two lists in processing order into a new one.
+func mergeEntries(a, b []Entry) []Entry {
+	out := make([]Entry, 0, len(a)+len(b))
 	i, j := 0, 0
-	for i < len(kept) && j < len(loaded) {
-		if entryLess(loaded[j], kept[i]) {
-			out = append(out, loaded[j])
+	for i < len(a) && j < len(b) {
+		if entryLess(b[j], a[i]) {
+			out = append(out, b[j])
 			j++
 		} else {
-			out = append(out, kept[i])
+			out = append(out, a[i])
 			i++
 		}
 	}
-	out = append(append(out, kept[i:]...), loaded[j:]...)
-	for n, k := range addedKeys {
-		ix.keys[n] = k
-	}
-	ix.entries, ix.byID = out, nil
-	ix.valid, ix.stamp, ix.checked = stamped, stamp, time.Now()
-	if after, ok := stampOf(dir); !ok || after != stamp {
-		ix.valid = false // changed while listing: look again next time
-	}
-	return out, true
+	return append(append(out, a[i:]...), b[j:]...)
 }

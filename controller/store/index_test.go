@@ -11,14 +11,11 @@ import (
 	"github.com/decreehq/decree/pkg/message"
 )
 
-// TestInboxIndex: listings come from the index; the store's own writes
+// testInboxIndex: listings come from the index; the store's own writes
 // and files dropped in by hand are seen at the next listing; an unchanged
 // file is not parsed again.
-func TestInboxIndex(t *testing.T) {
-	st, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+// The modes are in TestInboxIndexBothModes.
+func testInboxIndex(t *testing.T, st *Store) {
 	names := func() []string { t.Helper(); return inboxFiles(t, st) }
 	a, err := st.CreateMessage("a", &message.Message{Body: []byte("a\n")})
 	if err != nil {

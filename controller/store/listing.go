@@ -127,9 +127,8 @@ func (s *Store) Summarize() (Summary, error) {
 	open := s.openRunsLocked()
 	queued := make(map[string]int, len(open))
 	if len(open) > 0 {
-		byID := s.byIDLocked()
 		for id := range open {
-			if i, ok := byID[id]; ok {
+			if i, ok := findID(es, id); ok {
 				queued[id] = i
 			}
 		}
@@ -161,7 +160,7 @@ func (s *Store) QueuedView(id string) (MessageView, bool) {
 	if err != nil {
 		return MessageView{}, false
 	}
-	i, ok := s.byIDLocked()[id]
+	i, ok := findID(es, id)
 	if !ok {
 		return MessageView{}, false
 	}

@@ -70,6 +70,11 @@ type Options struct {
 	// Location is the time zone run.json times are written in (time.Local
 	// when nil).
 	Location *time.Location
+	// WatchInbox keeps the inbox index current from the kernel's change
+	// reports (inotify; see watch.go) instead of looking at the inbox
+	// directory on every listing. For a long-lived store (the
+	// controller's); Close releases the watch.
+	WatchInbox bool
 }
 
 // Store is the .decree/ directory of one project. Its methods are safe for
@@ -86,6 +91,13 @@ type Store struct {
 	mu      sync.Mutex      // serialises inbox, outbox, dead/, done/ and processed.md changes
 	skipped map[string]bool // inbox files refused but not movable (Skip)
 	inbox   inboxIndex      // the inbox as last listed (index.go)
+	// watch reports changes to the inbox (watch.go); nil when not wanted
+	// or not available.
+	watch       *inboxWatch
+	watchWanted bool
+	// placed are the inbox files the store created or requeued since the
+	// last inbox snapshot: never an attempt's follow-ups.
+	placed map[string]bool
 
 	cacheMu     sync.Mutex
 	interrupted map[string]int      // message id -> interrupted attempt (0: none), see InterruptedAttempt
@@ -108,6 +120,8 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 		now:    opts.Now,
 		chains: opts.Chains,
 		loc:    opts.Location,
+
+		watchWanted: opts.WatchInbox,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -134,6 +148,19 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 	}
 	s.observeChains()
 	return s, nil
+}
+
+// Close releases the inbox watch. The store stays usable: listings then
+// look at the inbox directory as without a watch.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchWanted = false
+	if s.watch != nil {
+		s.watch.close()
+		s.watch = nil
+	}
+	return nil
 }
 
 // Root is the absolute project directory.
@@ -187,7 +214,7 @@ func isTemp(name string) bool {
 // recover removes temporary files of interrupted writes and notes that lost
 // their message (an interrupted dead-letter or requeue).
 func (s *Store) recover() error {
-	dirs := []string{s.dir, s.path(layout.Inbox), s.path(layout.Done), s.path(layout.Dead), s.path(layout.Outbox)}
+	dirs := []string{s.dir, s.path(layout.Inbox), s.path(layout.Done), s.path(layout.Dead), s.path(layout.Outbox), s.path(layout.Runs)}
 	runs, err := os.ReadDir(s.path(layout.Runs))
 	if err != nil {
 		return fmt.Errorf("open decree store: list %s: %w", s.path(layout.Runs), err)

@@ -30,6 +30,32 @@ func openStore(t *testing.T, root string) *Store {
 	return s
 }
 
+// storeModes are the two ways the inbox index is kept current: from the
+// kernel's change reports (the controller's) and by looking at the inbox
+// directory (when no watch is available).
+var storeModes = []struct {
+	name  string
+	watch bool
+}{{"watched", true}, {"listed", false}}
+
+// openStoreMode opens a store in one of storeModes; a watched store must
+// get its watch.
+func openStoreMode(t *testing.T, root string, watch bool) *Store {
+	t.Helper()
+	s, err := Open(root, Options{Now: fixedClock(time.Date(2025, 2, 25, 14, 32, 0, 0, time.UTC)), WatchInbox: watch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.ListInbox(); err != nil {
+		t.Fatal(err)
+	}
+	if watch && s.watch == nil {
+		t.Fatal("the store did not get an inbox watch")
+	}
+	return s
+}
+
 func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

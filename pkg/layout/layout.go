@@ -80,9 +80,13 @@ const (
 	RunFile            = "run.json"
 	DiffFile           = "changes.diff"
 	FailureContextFile = "failure-context.md"
-	// InboxBeforeFile lists the inbox as it was before the current attempt
-	// (one file name per line): what follow-up collection compares against.
-	InboxBeforeFile    = "inbox-before.txt"
+	// InboxBeforeFile records the inbox as it was before the current
+	// attempt, as names added to and removed from InboxBaseFile: what
+	// follow-up collection compares against.
+	InboxBeforeFile = "inbox-before.txt"
+	// InboxBaseFile lists queued names (one per line), shared by hard link
+	// between the runs whose snapshots start from it.
+	InboxBaseFile      = "inbox-base.txt"
 	DiscardedFollowUps = "discarded-followups"
 	NotebookOutput     = "output.ipynb"
 	PapermillLog       = "papermill.log"
@@ -131,7 +135,7 @@ func SocketPath(root string) string { return Path(root, Socket) }
 var controllerOwned = regexp.MustCompile(`^(\..+\.tmp-.*|` +
 	regexp.QuoteMeta(MessageFile) + `|` + regexp.QuoteMeta(FailureContextFile) + `|` +
 	regexp.QuoteMeta(ManifestFile) + `|` + regexp.QuoteMeta(StateFile) + `|` + regexp.QuoteMeta(RunFile) +
-	`|` + regexp.QuoteMeta(InboxBeforeFile) +
+	`|` + regexp.QuoteMeta(InboxBeforeFile) + `|` + regexp.QuoteMeta(InboxBaseFile) +
 	`|changes(\.try-[0-9]+)?\.diff` +
 	`|(routine|router|hook(-[a-z]+)?)(\.try-[0-9]+|-[0-9]+)?\.log)$`)
 

@@ -15,6 +15,8 @@ func TestControllerOwned(t *testing.T) {
 		{"run.json", true},
 		{"manifest.json", true},
 		{"failure-context.md", true},
+		{"inbox-before.txt", true},
+		{"inbox-base.txt", true},
 		{"changes.diff", true},
 		{"changes.try-002.diff", true},
 		{"routine.log", true},

@@ -72,3 +72,18 @@ func New(prefix string, files, maxDepth int, routineName string) (string, error)
 	}
 	return dir, os.WriteFile(layout.Path(dir, layout.Routines, routineName+".sh"), []byte(Routine), 0o755)
 }
+
+// Queue writes n messages into the project's inbox, each the root of a
+// chain of its own and named "<chain>-0.md" (so none needs a chain
+// assigned), with the given body for message i. The chain ids are in the
+// past, so they never collide with chains the controller creates.
+func Queue(dir string, n int, body func(i int) string) error {
+	for i := 0; i < n; i++ {
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i/100) * time.Second)
+		chain := at.Format("20060102150405") + fmt.Sprintf("%02d", i%100)
+		if err := os.WriteFile(filepath.Join(layout.Path(dir, layout.Inbox), chain+"-0.md"), []byte(body(i)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
