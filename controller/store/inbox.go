@@ -173,16 +173,13 @@ func (s *Store) inboxLocked() ([]Entry, error) {
 			kept = append(kept, e) // unchanged since the last listing: not parsed again
 			continue
 		}
-		if !s.loadInboxEntry(&out[i]) {
+		k, ok := s.loadKeyed(&out[i], keys[out[i].File])
+		if !ok {
 			delete(keys, out[i].File)
 			pending[out[i].File] = true
 			continue // left for a later listing (the disk is full)
 		}
-		// It may have been written back with a new chain: note its
-		// identity now.
-		if fi, err := os.Lstat(s.path(layout.Inbox, out[i].File)); err == nil {
-			keys[out[i].File] = keyOf(fi)
-		}
+		keys[out[i].File] = k
 		kept = append(kept, out[i])
 	}
 	out = kept
@@ -242,7 +239,24 @@ func entryLess(a, b Entry) bool {
 	return a.File < b.File
 }
 
-// loadInboxEntry parses and normalises e.File, assigning and persisting a
+// afterRead, when set (by tests), runs after loadInbox read a file.
+var afterRead func(path string)
+
+// loadKeyed is loadInbox returning the identity the entry stands
+// for: k, the file's as it was before it was read (so that a write that
+// was still under way shows as a change), or the file's after the load
+// wrote it back with a chain id.
+func (s *Store) loadKeyed(e *Entry, k fileKey) (fileKey, bool) {
+	ok, rewrote := s.loadInbox(e)
+	if ok && rewrote {
+		if fi, err := os.Lstat(s.path(layout.Inbox, e.File)); err == nil {
+			k = keyOf(fi)
+		}
+	}
+	return k, ok
+}
+
+// loadInbox parses and normalises e.File, assigning and persisting a
 // chain when the message has none.
 //
 // It returns false when the entry must be left out of this listing: its
@@ -251,9 +265,13 @@ func entryLess(a, b Entry) bool {
 // and is listed again once space is freed. It also returns false, without
 // writing, for a file that needs a chain id, is shaped like a follow-up and
 // appears while an attempt's follow-ups are still to be collected.
-func (s *Store) loadInboxEntry(e *Entry) bool {
+// rewrote says whether it wrote the file.
+func (s *Store) loadInbox(e *Entry) (ok, rewrote bool) {
 	p := s.path(layout.Inbox, e.File)
 	m, err := readHeadFile(p) // the frontmatter only: entries never hold bodies
+	if afterRead != nil {
+		afterRead(p)
+	}
 	var pe *message.ParseError
 	if err != nil && !errors.As(err, &pe) {
 		reason := ReasonInvalidMessage
@@ -261,11 +279,11 @@ func (s *Store) loadInboxEntry(e *Entry) bool {
 			reason = ReasonNotRegularFile
 		}
 		e.Err = &BadMessageError{File: e.File, Reason: reason, Err: fmt.Errorf("it cannot be read: %w", err)}
-		return true
+		return true, false
 	}
 	if err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return true
+		return true, false
 	}
 	_, hasChain := m.Get("chain")
 	_, _, nameChain := message.ChainFromFileName(e.File)
@@ -276,23 +294,23 @@ func (s *Store) loadInboxEntry(e *Entry) bool {
 	}
 	if err := message.Normalize(m, in); err != nil {
 		e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage, Err: err}
-		return true
+		return true, false
 	}
 	if fresh && s.inbox.snap.live && IsFollowUpName(e.File) {
 		// Shaped like a follow-up, written while an attempt runs: its
 		// collection decides about it, on the file as the routine left it
 		// (ReleaseSnapshot lists it again afterwards).
-		return false
+		return false, false
 	}
 	if fresh {
 		if err := rewriteFile(p, p, m, true); err != nil {
 			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 				s.log.Error("disk full: a new message stays in the inbox until space is freed", "file", e.File, "err", err)
-				return false
+				return false, false
 			}
 			e.Err = &BadMessageError{File: e.File, Reason: ReasonInvalidMessage,
 				Err: fmt.Errorf("record the new chain id %s in the file: %w", in.Chain, err)}
-			return true
+			return true, false
 		}
 	}
 	e.Message = m
@@ -300,7 +318,7 @@ func (s *Store) loadInboxEntry(e *Entry) bool {
 	e.Chain = m.Chain()
 	e.Seq, _ = m.Seq()
 	s.chains.Observe(e.Chain)
-	return true
+	return true, fresh
 }
 
 // CreateMessage writes a new root message into the inbox and returns it.

@@ -171,7 +171,10 @@ func (s *Store) indexCurrent() bool {
 		return false
 	}
 	if len(changed) > 0 {
-		s.updateIndex(dir, changed)
+		// A reported file is read again even when its identity looks
+		// the same: a write within the file system's timestamp
+		// granularity that kept the size changes no identity.
+		s.updateIndex(dir, changed, true)
 	}
 	return true
 }
@@ -227,12 +230,11 @@ func (s *Store) Fresh(e Entry) Entry {
 		return e
 	}
 	ne := Entry{File: e.File, ModTime: fi.ModTime()}
-	if !s.loadInboxEntry(&ne) {
+	k, ok := s.loadKeyed(&ne, keyOf(fi))
+	if !ok {
 		return e // cannot be read as it is now (a full disk): keep what was listed
 	}
-	if fi, err := os.Lstat(p); err == nil {
-		s.inbox.setKey(e.File, keyOf(fi))
-	}
+	s.inbox.setKey(e.File, k)
 	for i := range s.inbox.entries {
 		if s.inbox.entries[i].File == e.File {
 			s.inbox.entries[i] = ne
@@ -312,7 +314,7 @@ func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, 
 			}
 		}
 	}
-	s.updateIndex(dir, changed)
+	s.updateIndex(dir, changed, false)
 	ix.valid, ix.stamp, ix.checked = stamped, stamp, time.Now()
 	if after, ok := stampOf(dir); !ok || after != stamp {
 		ix.valid = false // changed while listing: look again next time
@@ -323,8 +325,9 @@ func (s *Store) relistNames(dir string, stamp dirStamp, stamped bool) ([]Entry, 
 // updateIndex brings the index's entries of the named files up to date:
 // each is looked at (lstat); a file new to the index, or whose identity
 // changed, is read and parsed and merged into the processing order; a
-// file gone leaves the index. Names may repeat.
-func (s *Store) updateIndex(dir string, changed []string) {
+// file gone leaves the index. Names may repeat. With force, indexed files
+// are read again even when their identity did not change.
+func (s *Store) updateIndex(dir string, changed []string, force bool) {
 	ix := &s.inbox
 	gone := map[string]bool{}
 	seen := make(map[string]bool, len(changed))
@@ -346,7 +349,7 @@ func (s *Store) updateIndex(dir string, changed []string) {
 		}
 		k := keyOf(fi)
 		if indexed {
-			if old == k {
+			if old == k && !force {
 				continue
 			}
 			gone[n] = true // changed: read again
@@ -377,7 +380,8 @@ func (s *Store) updateIndex(dir string, changed []string) {
 	for i := range added {
 		e := added[i]
 		if e.Err == nil {
-			if !s.loadInboxEntry(&e) {
+			k, ok := s.loadKeyed(&e, addedKeys[e.File])
+			if !ok {
 				delete(addedKeys, e.File)
 				if ix.pending == nil {
 					ix.pending = map[string]bool{}
@@ -385,10 +389,7 @@ func (s *Store) updateIndex(dir string, changed []string) {
 				ix.pending[e.File] = true
 				continue // left for a later listing (the disk is full)
 			}
-			// It may have been written back with a new chain.
-			if fi, err := os.Lstat(filepath.Join(dir, e.File)); err == nil {
-				addedKeys[e.File] = keyOf(fi)
-			}
+			addedKeys[e.File] = k
 		}
 		delete(ix.pending, e.File)
 		loaded = append(loaded, e)

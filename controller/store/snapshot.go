@@ -264,7 +264,7 @@ func (s *Store) releaseSnapshotLocked() {
 		for n := range ix.pending {
 			names = append(names, n)
 		}
-		s.updateIndex(s.path(layout.Inbox), names)
+		s.updateIndex(s.path(layout.Inbox), names, false)
 	}
 }
 
