@@ -120,7 +120,7 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile has no stage %q (stages: %v)", want, targets)
 		}
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker", "./cmd/decree-driver-tree", "/out/decree-driver-tree", "bash", "jupyter-nbconvert"} {
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker", "./cmd/decree-driver-tree", "/out/decree-driver-tree", "./cmd/decree-supervisor", "/out/decree-supervisor", "bash", "jupyter-nbconvert"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}

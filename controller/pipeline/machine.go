@@ -27,6 +27,16 @@ type msg struct {
 // step applies a transition of m's state machine and records it in
 // state.json before the caller performs its effect. A refused transition
 // is a bug in the loop: it is logged, and the recorded value stays.
+// stage is step for a transition written with the next one (Run.Stage).
+func (p *Pipeline) stage(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error)) msgstate.Msg {
+	v, err := m.run.Stage(tr)
+	if err != nil {
+		p.log.Error("message state machine", "message", m.run.ID(), "err", err)
+		return m.run.Machine()
+	}
+	return v
+}
+
 func (p *Pipeline) step(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error)) msgstate.Msg {
 	v, err := m.run.Step(tr)
 	if err != nil {
@@ -75,5 +85,8 @@ func (p *Pipeline) collect(ctx context.Context, m *msg, before store.InboxSnapsh
 		p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: r.Note.MessageID, Chain: e.Chain,
 			Text: fmt.Sprintf("%s: follow-up %s of %s rejected: %s", r.Note.Reason, r.Source, e.ID, firstLine(r.Note.Detail))})
 	}
-	p.step(m, msgstate.Collect)
+	// Written with the next step (Complete): a crash before that collects
+	// again from the same snapshot, which finds the same follow-ups in
+	// place and queues none twice.
+	p.stage(m, msgstate.Collect)
 }

@@ -211,11 +211,13 @@ func (p *Pipeline) checkpoint(ctx context.Context, m *msg) (*checkpoint.Manifest
 	if err != nil {
 		return nil, err
 	}
-	// Durable with the Commit before the first attempt starts.
+	// Durable with the Commit before the first attempt starts, and so is
+	// the step: it is written with the attempt's start (a crash before
+	// that finds the message claimed and takes the checkpoint again).
 	if err := run.WriteFile(layout.ManifestFile, data); err != nil {
 		return nil, fmt.Errorf("write manifest: %w", err)
 	}
-	p.step(m, msgstate.Checkpoint)
+	p.stage(m, msgstate.Checkpoint)
 	return man, nil
 }
 

@@ -40,7 +40,7 @@ func Unavailable(t testing.TB, what string, why error) {
 }
 
 // Commands are decree's programs, as module-relative package directories.
-var Commands = []string{"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker", "./cmd/decree-driver-tree"}
+var Commands = []string{"./cmd/decreectl", "./cmd/decree-controller", "./cmd/decree-worker", "./cmd/decree-driver-tree", "./cmd/decree-supervisor"}
 
 var (
 	buildOnce sync.Once

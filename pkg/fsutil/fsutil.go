@@ -74,11 +74,16 @@ func ReplaceFileFuncUnsynced(path string, perm fs.FileMode, write func(io.Writer
 // directory of the files, so that the contents and the renames that put
 // them in place survive a power failure.
 func SyncFiles(paths ...string) error {
-	dirs := map[string]bool{}
+	dirs := make(map[string]bool, len(paths))
 	for _, p := range paths {
+		dirs[filepath.Dir(p)] = true
+	}
+	for _, p := range paths {
+		if dirs[p] {
+			continue // a directory synced below as a parent
+		}
 		f, err := os.Open(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			dirs[filepath.Dir(p)] = true
 			continue
 		}
 		if err != nil {
@@ -89,7 +94,6 @@ func SyncFiles(paths ...string) error {
 		if err != nil && !errors.Is(err, os.ErrInvalid) {
 			return fmt.Errorf("fsync %s: %w", p, err)
 		}
-		dirs[filepath.Dir(p)] = true
 	}
 	for d := range dirs {
 		if err := SyncDir(d); err != nil {

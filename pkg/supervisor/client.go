@@ -2,11 +2,13 @@ package supervisor
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,6 +158,43 @@ func refill() {
 	}()
 }
 
+// Protocol names the request and report format between a worker and its
+// supervisors; a separate decree-supervisor program is used only when it
+// prints the same with --protocol.
+const Protocol = "decree-attempt-supervisor/1"
+
+// program is what spawn starts: decree-supervisor beside the running
+// executable when it speaks Protocol (a small program starts several
+// times faster than a worker's whole executable, and a supervisor starts
+// for every attempt), else the running executable itself, which serves
+// as a supervisor through this package's init function.
+var program = sync.OnceValue(func() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return selfExe
+	}
+	return programBeside(exe)
+})
+
+// selfExe starts the running executable again.
+const selfExe = "/proc/self/exe"
+
+// programBeside returns decree-supervisor in exe's directory when it
+// prints Protocol when asked, else selfExe.
+func programBeside(exe string) string {
+	sibling := filepath.Join(filepath.Dir(exe), "decree-supervisor")
+	if sibling == exe {
+		return selfExe
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, sibling, "--protocol").Output()
+	if err != nil || strings.TrimSpace(string(out)) != Protocol {
+		return selfExe
+	}
+	return sibling
+}
+
 // spawn starts a supervisor that waits for its request on a control
 // socket (descriptor 3) and reports on a pipe (descriptor 4).
 func spawn() (*spare, error) {
@@ -170,7 +209,7 @@ func spawn() (*spare, error) {
 		ctrlW.Close()
 		return nil, fmt.Errorf("create supervisor report pipe: %w", err)
 	}
-	cmd := exec.Command("/proc/self/exe")
+	cmd := exec.Command(program())
 	cmd.Args = []string{"decree-attempt-supervisor"}
 	cmd.Env = append(os.Environ(), envKey+"=1")
 	cmd.ExtraFiles = []*os.File{ctrlR, repW}

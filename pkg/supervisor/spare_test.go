@@ -3,6 +3,7 @@ package supervisor
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,5 +70,33 @@ func TestSpareSupervisors(t *testing.T) {
 	sup, out = run("third")
 	if sup == killed || !strings.HasPrefix(out, "third\n") {
 		t.Errorf("after the spare was killed: supervisor %d (killed %d), output %q", sup, killed, out)
+	}
+}
+
+// TestProgramBeside: the small supervisor program beside the executable
+// is used only when it answers with this package's protocol.
+func TestProgramBeside(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		want         bool
+	}{
+		{"same protocol", "#!/bin/sh\necho " + Protocol + "\n", true},
+		{"another protocol", "#!/bin/sh\necho decree-attempt-supervisor/0\n", false},
+		{"broken", "#!/bin/sh\nexit 3\n", false},
+		{"missing", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sibling := filepath.Join(dir, "decree-supervisor")
+			if tc.script != "" {
+				if err := os.WriteFile(sibling, []byte(tc.script), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := programBeside(filepath.Join(dir, "decree-worker"))
+			if want := map[bool]string{true: sibling, false: selfExe}[tc.want]; got != want {
+				t.Errorf("programBeside = %s, want %s", got, want)
+			}
+		})
 	}
 }

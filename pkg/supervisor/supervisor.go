@@ -9,11 +9,14 @@
 // descendants may leave its process group and session (setsid; a Jupyter
 // kernel and its %%bash children do). So:
 //
-//   - The supervisor is the worker's own binary started again (Start runs
-//     /proc/self/exe; this package's init function recognises the
-//     environment variable and runs the supervisor instead of the
-//     program), so decreectl, decree-worker, driver plugins and test
-//     binaries all carry it without a separate executable.
+//   - The supervisor is this package's code in a process of its own:
+//     cmd/decree-supervisor when it sits beside the running executable
+//     and speaks the same Protocol (a small program, which starts in a
+//     fraction of the time), else the worker's own binary started again
+//     (/proc/self/exe). Either way this package's init function
+//     recognises the environment variable and runs the supervisor
+//     instead of the program, so decreectl, decree-worker, driver plugins
+//     and test binaries all carry it and need no separate executable.
 //   - It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER): every
 //     orphaned descendant, setsid or not, is reparented to it, so walking
 //     /proc for processes whose parent chain leads to it finds the whole
