@@ -6,24 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 )
-
-func inode(t *testing.T, p string) uint64 {
-	t.Helper()
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
-}
 
 // TestAttemptDiffsShareUnchangedContent: changes.diff is the latest
 // attempt's diff file itself, an attempt whose diff equals an earlier one
@@ -68,7 +59,7 @@ func TestAttemptDiffsShareUnchangedContent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if inode(t, path(layout.AttemptDiffName(1))) != inode(t, path(layout.AttemptDiffName(2))) || inode(t, path(layout.DiffFile)) != inode(t, path(layout.AttemptDiffName(2))) {
+	if testtool.Inode(t, path(layout.AttemptDiffName(1))) != testtool.Inode(t, path(layout.AttemptDiffName(2))) || testtool.Inode(t, path(layout.DiffFile)) != testtool.Inode(t, path(layout.AttemptDiffName(2))) {
 		t.Fatal("equal attempt diffs and changes.diff are not one file")
 	}
 	if files := diffFiles(path(layout.DiffFile)); strings.Join(files, ",") != "big.bin" {
@@ -81,7 +72,7 @@ func TestAttemptDiffsShareUnchangedContent(t *testing.T) {
 	if err := p.writeDiff(ctx, run, manifest, 3); err != nil {
 		t.Fatal(err)
 	}
-	if inode(t, path(layout.AttemptDiffName(3))) == inode(t, path(layout.AttemptDiffName(1))) || inode(t, path(layout.DiffFile)) != inode(t, path(layout.AttemptDiffName(3))) {
+	if testtool.Inode(t, path(layout.AttemptDiffName(3))) == testtool.Inode(t, path(layout.AttemptDiffName(1))) || testtool.Inode(t, path(layout.DiffFile)) != testtool.Inode(t, path(layout.AttemptDiffName(3))) {
 		t.Fatal("a different diff was linked to an earlier one, or changes.diff is not the latest")
 	}
 	if err := p.revert(ctx, run, manifest); err != nil {

@@ -25,20 +25,20 @@ type msg struct {
 }
 
 // step applies a transition of m's state machine and records it in
-// state.json before the caller performs its effect. A refused transition
-// is a bug in the loop: it is logged, and the recorded value stays.
-// stage is step for a transition written with the next one (Run.Stage).
-func (p *Pipeline) stage(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error)) msgstate.Msg {
-	v, err := m.run.Stage(tr)
-	if err != nil {
-		p.log.Error("message state machine", "message", m.run.ID(), "err", err)
-		return m.run.Machine()
-	}
-	return v
+// state.json before the caller performs its effect (Run.Step); stage
+// applies one that is written with the next (Run.Stage). A refused
+// transition is a bug in the loop: it is logged, and the value stays.
+func (p *Pipeline) step(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error)) msgstate.Msg {
+	return p.transition(m, tr, m.run.Step)
 }
 
-func (p *Pipeline) step(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error)) msgstate.Msg {
-	v, err := m.run.Step(tr)
+func (p *Pipeline) stage(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error)) msgstate.Msg {
+	return p.transition(m, tr, m.run.Stage)
+}
+
+func (p *Pipeline) transition(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error),
+	apply func(func(msgstate.Msg) (msgstate.Msg, error)) (msgstate.Msg, error)) msgstate.Msg {
+	v, err := apply(tr)
 	if err != nil {
 		p.log.Error("message state machine", "message", m.run.ID(), "err", err)
 		return m.run.Machine()

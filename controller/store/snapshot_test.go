@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 )
@@ -25,6 +25,20 @@ func queueNames(t *testing.T, s *Store, from, n int) []string {
 	return names
 }
 
+// recordSnapshot takes a snapshot and records it in a new run id.
+func recordSnapshot(t *testing.T, s *Store, id string) (*Run, InboxSnapshot) {
+	t.Helper()
+	snap, err := s.SnapshotInbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, s, id)
+	if err := r.RecordInboxSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	return r, snap
+}
+
 // startRun opens a run directory for a snapshot to be recorded in.
 func startRun(t *testing.T, s *Store, id string) *Run {
 	t.Helper()
@@ -34,15 +48,6 @@ func startRun(t *testing.T, s *Store, id string) *Run {
 		t.Fatal(err)
 	}
 	return r
-}
-
-func inode(t *testing.T, p string) uint64 {
-	t.Helper()
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
 // TestSnapshotRecordedAsDifference: a snapshot of a long queue is written
@@ -65,17 +70,10 @@ func TestSnapshotRecordedAsDifference(t *testing.T) {
 					t.Errorf("%s: snapshot read back has %d names, want %d", r.ID(), len(got), len(want))
 				}
 			}
-			snap1, err := s.SnapshotInbox()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r1 := startRun(t, s, "2025010100000000-0")
-			if err := r1.RecordInboxSnapshot(snap1); err != nil {
-				t.Fatal(err)
-			}
+			r1, _ := recordSnapshot(t, s, "2025010100000000-0")
 			check(r1, queued)
 			base := filepath.Join(s.Dir(), layout.Runs, baseFile)
-			if inode(t, filepath.Join(r1.Dir(), layout.InboxBaseFile)) != inode(t, base) {
+			if testtool.Inode(t, filepath.Join(r1.Dir(), layout.InboxBaseFile)) != testtool.Inode(t, base) {
 				t.Errorf("the run's base is not a link to the store's")
 			}
 			// Three processed, two follow-ups: the next run records five lines.
@@ -85,14 +83,7 @@ func TestSnapshotRecordedAsDifference(t *testing.T) {
 				}
 			}
 			added := queueNames(t, s, 1000, 2)
-			snap2, err := s.SnapshotInbox()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r2 := startRun(t, s, "2025010100000001-0")
-			if err := r2.RecordInboxSnapshot(snap2); err != nil {
-				t.Fatal(err)
-			}
+			r2, snap2 := recordSnapshot(t, s, "2025010100000001-0")
 			want2 := slices.Sorted(slices.Values(append(append([]string(nil), queued[3:]...), added...)))
 			check(r2, want2)
 			b, err := os.ReadFile(filepath.Join(r2.Dir(), layout.InboxBeforeFile))
@@ -102,20 +93,13 @@ func TestSnapshotRecordedAsDifference(t *testing.T) {
 			if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 1+5 {
 				t.Errorf("inbox-before.txt has %d lines, want a header and 5 changes:\n%s", len(lines), b)
 			}
-			if inode(t, filepath.Join(r2.Dir(), layout.InboxBaseFile)) != inode(t, filepath.Join(r1.Dir(), layout.InboxBaseFile)) {
+			if testtool.Inode(t, filepath.Join(r2.Dir(), layout.InboxBaseFile)) != testtool.Inode(t, filepath.Join(r1.Dir(), layout.InboxBaseFile)) {
 				t.Errorf("the second run does not share the first run's base")
 			}
 			// Enough changes for a new base: the old runs still read theirs.
 			more := queueNames(t, s, 2000, 300)
-			snap3, err := s.SnapshotInbox()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r3 := startRun(t, s, "2025010100000002-0")
-			if err := r3.RecordInboxSnapshot(snap3); err != nil {
-				t.Fatal(err)
-			}
-			if inode(t, filepath.Join(r3.Dir(), layout.InboxBaseFile)) == inode(t, filepath.Join(r1.Dir(), layout.InboxBaseFile)) {
+			r3, _ := recordSnapshot(t, s, "2025010100000002-0")
+			if testtool.Inode(t, filepath.Join(r3.Dir(), layout.InboxBaseFile)) == testtool.Inode(t, filepath.Join(r1.Dir(), layout.InboxBaseFile)) {
 				t.Errorf("no new base after 300 changes")
 			}
 			check(r3, slices.Sorted(slices.Values(append(append([]string(nil), want2...), more...))))
@@ -150,14 +134,7 @@ func TestSnapshotOldFormat(t *testing.T) {
 func TestSnapshotNeedsItsBase(t *testing.T) {
 	s := openStore(t, t.TempDir())
 	queueNames(t, s, 0, 3)
-	snap, err := s.SnapshotInbox()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startRun(t, s, "2025010100000000-0")
-	if err := r.RecordInboxSnapshot(snap); err != nil {
-		t.Fatal(err)
-	}
+	r, _ := recordSnapshot(t, s, "2025010100000000-0")
 	if err := os.Remove(filepath.Join(r.Dir(), layout.InboxBaseFile)); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package testtool
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -20,4 +21,14 @@ func SharedFixtures(t testing.TB, name string) string {
 		t.Skipf("shared fixtures %s not found (set DECREE_REQUIRE_TOOLS=1 to make this a failure): %v", dir, err)
 	}
 	return dir
+}
+
+// Inode returns the inode number of the file at p.
+func Inode(t testing.TB, p string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
 }
