@@ -47,6 +47,15 @@ func main() {
 		os.Exit(2)
 	}
 	bash := bashMs(*k)
+	// Projects are removed only at the end: freeing thousands of inodes
+	// makes file creations slower for a minute on some file systems (ext4
+	// without a journal skips recently freed inodes), which would charge
+	// one measurement for the clean-up of the one before.
+	defer func() {
+		for _, d := range projects {
+			os.RemoveAll(d)
+		}
+	}()
 	for _, q := range strings.Split(*queues, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(q))
 		if err != nil || n < 1 {
@@ -55,6 +64,9 @@ func main() {
 		}
 		if err := measure(*bin, n, *k, *files, *clients, bash); err != nil {
 			fmt.Fprintln(os.Stderr, "queue-bench:", err)
+			for _, d := range projects {
+				os.RemoveAll(d)
+			}
 			os.Exit(1)
 		}
 	}
@@ -63,7 +75,7 @@ func main() {
 // bashMs is the reference: milliseconds per run of the routine by bash.
 func bashMs(k int) float64 {
 	dir, _ := os.MkdirTemp("", "decree-queuebench-bash-")
-	defer os.RemoveAll(dir)
+	projects = append(projects, dir)
 	p := filepath.Join(dir, "r.sh")
 	_ = os.WriteFile(p, []byte(benchproj.Routine), 0o755)
 	_ = os.MkdirAll(filepath.Join(dir, ".decree", "inbox"), 0o755)
@@ -77,12 +89,15 @@ func bashMs(k int) float64 {
 	return float64(time.Since(start).Microseconds()) / 1000 / float64(k)
 }
 
+// projects are the benchmark's project directories, removed at the end.
+var projects []string
+
 func measure(bin string, queued, k, files, clients int, bashMs float64) error {
 	dir, err := project(files, queued, k)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	projects = append(projects, dir)
 	ctl := exec.Command(filepath.Join(bin, "decree-controller"), "--project", dir)
 	ctl.Stderr = nil
 	if err := ctl.Start(); err != nil {
