@@ -3,7 +3,10 @@
 # tool measured in the same run (see the script of each for its goal):
 #   checkpoint  snapshots and diffs vs git, on a 20,000-file, 300 MB tree
 #   replica     replica sync vs rsync -a, same tree size
-#   pipeline    per-message overhead of a 200-message chain vs plain bash
+#   pipeline    per-message overhead of a 200-message chain vs plain bash,
+#               alone and with 10,000 messages of other chains queued
+#   queue       the same with 1 / 1,000 / 10,000 queued, separate controller
+#               and worker processes, and 20 clients polling status
 #   drivers     200 MB of routine output through a driver vs bash > /dev/null,
 #               for two routines, with the splice floor of pipe capture
 #   worker      routine output through the worker's log shipping (heap)
@@ -16,6 +19,8 @@ repo=$(cd "$here/.." && pwd)
 echo "== checkpoint"; "$here/checkpoint/run.sh"
 echo; echo "== replica"; "$here/replica/run.sh"
 echo; echo "== pipeline"; "$here/pipeline/run.sh"
+echo; echo "== pipeline, 10,000 queued"; "$here/pipeline/run.sh" 200 1000 1 10000
+echo; echo "== queue"; "$here/queue/run.sh"
 echo; echo "== memory"; "$here/memory/run.sh" 1,200,1024
 echo; echo "== memory (message body)"; "$here/memory/run.sh" -message 60
 cd "$repo"

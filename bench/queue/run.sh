@@ -17,5 +17,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/decree-queuebench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-(cd "$repo" && go build -o "$tmp/" ./cmd/decree-controller ./cmd/decree-worker ./bench/queue)
+(cd "$repo" && go build -o "$tmp/" ./cmd/decree-controller ./cmd/decree-worker ./cmd/decree-supervisor ./bench/queue)
 "$tmp/queue" -bin "$tmp" -k "$K" -files "$FILES" -queues "$QUEUES"
