@@ -83,10 +83,13 @@ func serve() int {
 	terms := make(chan os.Signal, 1)
 	signal.Notify(terms, syscall.SIGTERM)
 
-	p, err := os.StartProcess(req.Path, req.Args, &os.ProcAttr{
+	// syscall.ForkExec, not os.StartProcess: the latter's first use in a
+	// process forks a probe child (for pidfd support) that a supervisor,
+	// which starts one process in its life, would pay for every attempt.
+	pid, err := syscall.ForkExec(req.Path, req.Args, &syscall.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
-		Files: stdio,
+		Files: []uintptr{stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
 	// Only the routine's tree may hold the output pipes from now on.
@@ -97,11 +100,11 @@ func serve() int {
 		fmt.Fprintf(report, "E start %s: %s\n", req.Path, oneLine(err.Error()))
 		return 1
 	}
-	fmt.Fprintf(report, "S %d\n", p.Pid)
+	fmt.Fprintf(report, "S %d\n", pid)
 
 	cmds := make(chan command, 16)
 	go readCommands(in, cmds)
-	s := &tree{self: os.Getpid(), main: p.Pid}
+	s := &tree{self: os.Getpid(), main: pid}
 	status := s.run(req, cmds, children, terms)
 	s.reapAll()
 	fmt.Fprintf(report, "R %d\n", uint32(status))
