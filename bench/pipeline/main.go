@@ -83,6 +83,7 @@ func run(ctl string, n, files, runs int) error {
 		if err != nil {
 			return err
 		}
+		benchproj.Settle()
 		b, err := viaBash(dir, n)
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/decreehq/decree/pkg/layout"
@@ -87,3 +88,8 @@ func Queue(dir string, n int, body func(i int) string) error {
 	}
 	return nil
 }
+
+// Settle writes what the set-up left in the page cache to disk (sync(2)),
+// so that a measurement does not share the disk with the kernel writing
+// back the project it just created: the routines' fsyncs would wait for it.
+func Settle() { syscall.Sync() }
