@@ -62,6 +62,12 @@ type snapBase struct {
 	file  os.FileInfo
 }
 
+// intact reports whether the base's file is still the one written.
+func (b *snapBase) intact() bool {
+	fi, err := os.Stat(b.path)
+	return err == nil && os.SameFile(b.file, fi)
+}
+
 // Has reports whether name was in the inbox when the snapshot was taken.
 // Names not shaped like follow-ups are never in a snapshot.
 func (s InboxSnapshot) Has(name string) bool {
@@ -212,7 +218,9 @@ func (s *Store) SnapshotInbox() (InboxSnapshot, error) {
 	if d.base != nil {
 		size = len(d.base.names)
 	}
-	if d.base == nil || len(d.plus)+len(d.minus) > max(256, size/4) {
+	// A new base when there is none, when the difference grew, or when
+	// the file was removed or replaced by hand (runs could not link it).
+	if d.base == nil || len(d.plus)+len(d.minus) > max(256, size/4) || !d.base.intact() {
 		names := map[string]struct{}{}
 		for n := range s.inbox.keys {
 			if IsFollowUpName(n) {
@@ -302,7 +310,7 @@ func (r *Run) linkBase(base *snapBase) error {
 	if di, err := os.Stat(dst); err == nil && os.SameFile(base.file, di) {
 		return nil
 	}
-	if fi, err := os.Stat(base.path); err != nil || !os.SameFile(base.file, fi) {
+	if !base.intact() {
 		return fmt.Errorf("record inbox snapshot of %s: its base %s was replaced or removed meanwhile; take the snapshot again", r.id, base.path)
 	}
 	tmp := filepath.Join(r.dir, "."+layout.InboxBaseFile+".tmp-link")

@@ -204,3 +204,20 @@ func TestFollowUpShapedNameWaitsForCollection(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotBaseRemovedByHand: the store's base file removed (or
+// replaced) between attempts is written again, not an error at every
+// attempt from then on.
+func TestSnapshotBaseRemovedByHand(t *testing.T) {
+	s := openStoreMode(t, t.TempDir(), true)
+	queued := queueNames(t, s, 0, 5)
+	recordSnapshot(t, s, "2025010100000000-0")
+	if err := os.Remove(filepath.Join(s.Dir(), layout.Runs, baseFile)); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := recordSnapshot(t, s, "2025010100000001-0")
+	snap, ok := r.InboxSnapshot()
+	if !ok || !slices.Equal(snap.Names(), queued) {
+		t.Errorf("after the base was removed: %v (ok %v), want %v", snap.Names(), ok, queued)
+	}
+}
