@@ -160,7 +160,7 @@ func (c *Controller) open() error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(root, store.Options{Logger: c.log, Location: loc, WatchInbox: true})
+	st, err := store.Open(root, store.Options{Logger: c.log, Location: loc, WatchInbox: true, DeferChains: c.opts.OwnChainsOnly})
 	if err != nil {
 		return err
 	}

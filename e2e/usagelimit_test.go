@@ -50,7 +50,7 @@ func TestUsageLimitWait(t *testing.T) {
 				t.Errorf("run.json: outcome %s, attempts %d of %d", rj.Outcome, rj.Attempts, rj.MaxAttempts)
 			}
 			contains(t, "events", p.read(".decree/events.jsonl"), `"kind":"usage_limit_wait"`)
-			contains(t, "usage-limit.json", p.read(".decree/runs/"+id+"/usage-limit.json"), `"session_id": "sess-4f2a"`)
+			contains(t, "state.json", p.read(".decree/runs/"+id+"/state.json"), `"session_id": "sess-4f2a"`)
 			if p.exists(".decree/inbox/dead/limited.md") {
 				t.Error("the message was dead-lettered")
 			}
@@ -102,5 +102,36 @@ func TestUsageLimitInterrupt(t *testing.T) {
 	}
 	if !p.exists(".decree/inbox/limited.md") {
 		t.Error("the message left the inbox after the second interrupt")
+	}
+}
+
+// TestUsageLimitSurvivesControllerCrash: the controller is killed (-9)
+// after the routine printed a usage-limit notice but before the attempt's
+// end was recorded. The restarted controller finds the lost attempt's
+// log, records the limit instead of a failure, waits, and retries: with
+// max_retries 1 the message is done, not dead-lettered.
+func TestUsageLimitSurvivesControllerCrash(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: limited\n")
+	p.routine("limited", "", `if [ ! -e .decree/limited-once ]; then
+  touch .decree/limited-once
+  echo "Claude AI usage limit reached|$(( $(date +%s) + 3 ))"
+  sleep 1.5
+  touch .decree/limit-printed
+  sleep 120
+fi
+echo "attempt=$DECREE_ATTEMPT" > retry.txt`)
+	p.write(".decree/inbox/limited.md", "x\n")
+	ctl := startController(t, p)
+	startWorker(t, p, "w1")
+	testtool.WaitFor(t, 30*time.Second, "the notice to be printed", func() bool { return p.exists(".decree/limit-printed") })
+	ctl.Signal(syscall.SIGKILL)
+	ctl.Wait(t, 10*time.Second)
+	startController(t, p)
+	testtool.WaitFor(t, 90*time.Second, "the retry to finish", func() bool { return p.exists(".decree/inbox/done/limited.md") })
+	contains(t, "retry.txt", p.read("retry.txt"), "attempt=2")
+	if dead := p.messages(".decree/inbox/dead"); len(dead) != 0 {
+		t.Errorf("dead = %v", dead)
 	}
 }

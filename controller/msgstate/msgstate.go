@@ -12,11 +12,21 @@
 //
 //	queued -> claimed -> checkpointed -> running(1) -> finished(1, ok)
 //	                                       |               -> collected -> done
-//	                                       +-> interrupted(1) (shutdown)
+//	                                       +-> interrupted(1) -> running(1) again
 //	finished(n, failed) -> running(n+1)              (n+1 < max)
 //	                    -> reverting(last attempt) -> running(max)
 //	                    -> reverting(exhausted) -> dead(RetriesExhausted)
+//	finished(n, limited) -> running(n+1), max+1     (after the reset)
 //	any state before done -> dead(reason)           (refused, cancelled, ...)
+//
+// An interrupted attempt (the controller shut down: Ctrl-C, SIGTERM) is not
+// a failure. The loop puts the tree back to where that attempt started
+// (Base) and runs the same attempt again; it never counts against Max.
+// A usage limit recorded with an attempt's end (End with a Limit) does not
+// count either: the same write raises Max by one and records the wait, so
+// no crash can separate the failure from its extension. A cancel request
+// is recorded (RequestCancel) before anything acts on it, and Next then
+// plans the cancellation from whatever state the message is in.
 //
 // Follow-up collection is part of the machine: an attempt's success is
 // recorded (finished, ok, not collected) before anything is collected, and
@@ -28,6 +38,7 @@ package msgstate
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // State is where a message is in its life.
@@ -80,6 +91,29 @@ const (
 	ForCancel         RevertCause = "cancel"              // then dead: Cancelled
 )
 
+// Limit is a usage limit an attempt's AI tool hit: the message waits until
+// Until, then retries from the checkpoint.
+type Limit struct {
+	// Attempt is the attempt that hit the limit.
+	Attempt   int       `json:"attempt"`
+	Until     time.Time `json:"until"`
+	Notice    string    `json:"notice,omitempty"`
+	SessionID string    `json:"session_id,omitempty"`
+}
+
+// Result is how an attempt ended, for End.
+type Result struct {
+	OK bool
+	// Blocked: a failing beforeEach hook stopped the attempt before the
+	// routine ran (onDeadLetter then does not fire).
+	Blocked bool
+	// Limit, on a failed attempt, is a usage limit it hit. It is recorded
+	// (and the attempt does not count) while the message has had fewer
+	// than MaxWaits waits.
+	Limit    *Limit
+	MaxWaits int
+}
+
 // Msg is one message's state: the single value the loop carries and
 // records.
 type Msg struct {
@@ -97,6 +131,22 @@ type Msg struct {
 	Why RevertCause `json:"why,omitempty"`
 	// Reason is set in Dead.
 	Reason Reason `json:"reason,omitempty"`
+	// Base is what the current attempt started from: 0 the checkpoint,
+	// k the tree as attempt k left it. An interrupted attempt is put back
+	// to it before it runs again.
+	Base int `json:"base,omitempty"`
+	// Reruns counts attempts run again after an interruption.
+	Reruns int `json:"reruns,omitempty"`
+	// Blocked is set in Finished when beforeEach stopped the attempt.
+	Blocked bool `json:"blocked,omitempty"`
+	// Limit is the last usage limit recorded; Waits counts them.
+	Limit *Limit `json:"limit,omitempty"`
+	Waits int    `json:"waits,omitempty"`
+	// Cancel is the reason of a recorded cancel request.
+	Cancel string `json:"cancel,omitempty"`
+	// Reverted is set in Done when the message's change was undone on
+	// request (Undo).
+	Reverted bool `json:"reverted,omitempty"`
 }
 
 // ErrTransition is wrapped by every refused transition.
@@ -140,18 +190,27 @@ func Checkpoint(m Msg) (Msg, error) {
 
 // Start begins attempt n. n must be the next attempt; the one before it
 // must have failed (or the tree was just reverted for the last attempt).
-// The loop records the inbox as it is before the attempt (the snapshot a
+// An interrupted attempt starts again with its own number. The loop
+// records the inbox as it is before the attempt (the snapshot a
 // collection, first or replayed, compares against) before this step.
 func Start(m Msg, n int) (Msg, error) {
 	if m.State == Running && m.Attempt == n {
 		return m, nil
 	}
+	if m.State == Interrupted && n == m.Attempt {
+		m.State, m.Reruns = Running, m.Reruns+1
+		return m, nil
+	}
 	ok := n == m.Attempt+1 && n <= m.Max
+	base := 0
 	switch m.State {
 	case Checkpointed:
 		ok = ok && n == 1
 	case Finished:
 		ok = ok && !m.OK && n < m.Max
+		if m.Limit == nil || m.Limit.Attempt != m.Attempt {
+			base = m.Attempt // the tree as the failed attempt left it
+		}
 	case Reverting:
 		ok = ok && m.Why == BeforeLastAttempt && n == m.Max
 	default:
@@ -160,40 +219,71 @@ func Start(m Msg, n int) (Msg, error) {
 	if !ok {
 		return m, refuse(m, fmt.Sprintf("start attempt %d", n))
 	}
-	m.State, m.Attempt, m.OK, m.Collected, m.Why = Running, n, false, false, ""
+	m.State, m.Attempt, m.OK, m.Collected, m.Why, m.Blocked, m.Base = Running, n, false, false, "", false, base
 	return m, nil
 }
 
 // Finish records how attempt n ended.
-func Finish(m Msg, n int, ok bool) (Msg, error) {
-	if m.State == Finished && m.Attempt == n && m.OK == ok {
+func Finish(m Msg, n int, ok bool) (Msg, error) { return End(m, n, Result{OK: ok}) }
+
+// End records how attempt n ended. A failed attempt that hit a usage
+// limit (r.Limit, while Waits < r.MaxWaits) does not count: Max rises by
+// one in the same step, and the limit is kept for the wait.
+func End(m Msg, n int, r Result) (Msg, error) {
+	if m.State == Finished && m.Attempt == n && m.OK == r.OK {
 		return m, nil
 	}
 	if (m.State != Running && m.State != Interrupted) || m.Attempt != n {
 		return m, refuse(m, fmt.Sprintf("finish attempt %d", n))
 	}
-	if m.State == Interrupted && ok {
+	if m.State == Interrupted && r.OK {
 		return m, refuse(m, "finish an interrupted attempt as a success")
 	}
-	m.State, m.OK, m.Collected = Finished, ok, false
+	m.State, m.OK, m.Collected, m.Blocked = Finished, r.OK, false, r.Blocked && !r.OK
+	if !r.OK && r.Limit != nil && m.Waits < r.MaxWaits {
+		l := *r.Limit
+		l.Attempt = n
+		m.Limit, m.Waits, m.Max = &l, m.Waits+1, m.Max+1
+	}
 	return m, nil
 }
 
-// Extend raises the number of attempts to max after a failed attempt that
-// does not count (it hit a usage limit). A lower or equal max changes
-// nothing, so a replay does not extend twice.
-func Extend(m Msg, max int) (Msg, error) {
-	if m.State != Finished || m.OK {
-		return m, refuse(m, "extend the attempts")
+// Waiting returns the usage limit to wait for before attempt n: the one
+// recorded by attempt n-1.
+func (m Msg) Waiting(n int) (Limit, bool) {
+	if m.Limit == nil || m.Limit.Attempt != n-1 {
+		return Limit{}, false
 	}
-	if max > m.Max {
-		m.Max = max
+	return *m.Limit, true
+}
+
+// RequestCancel records a request to cancel the message with reason (the
+// first reason stays). Next then plans the cancellation.
+func RequestCancel(m Msg, reason string) (Msg, error) {
+	if m.Final() {
+		return m, refuse(m, "cancel")
 	}
+	if m.Cancel == "" {
+		if reason == "" {
+			reason = "cancelled"
+		}
+		m.Cancel = reason
+	}
+	return m, nil
+}
+
+// Undo records that a completed message's change was reverted on request.
+func Undo(m Msg) (Msg, error) {
+	if m.State != Done {
+		return m, refuse(m, "undo")
+	}
+	m.Reverted = true
 	return m, nil
 }
 
 // Interrupt records that attempt n was stopped by a shutdown: not a
-// failure; the next controller finishes it as failed and goes on.
+// failure. The tree goes back to the attempt's Base and the attempt runs
+// again (Start with the same n).
 func Interrupt(m Msg, n int) (Msg, error) {
 	if m.State == Interrupted && m.Attempt == n {
 		return m, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // at builds a message in a state.
@@ -24,6 +25,8 @@ func reason(r Reason) func(*Msg) {
 	return func(m *Msg) { m.Reason = r }
 }
 
+var lim = Limit{Until: time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)}
+
 // TestTransitions drives every transition from every state it is allowed
 // in, and from states it is refused in.
 func TestTransitions(t *testing.T) {
@@ -41,7 +44,6 @@ func TestTransitions(t *testing.T) {
 		{"checkpoint queued", at(Queued, 0, 0), Checkpoint, Msg{}, true},
 		{"first attempt", at(Checkpointed, 0, 3), func(m Msg) (Msg, error) { return Start(m, 1) }, at(Running, 1, 3), false},
 		{"second attempt as first", at(Checkpointed, 0, 3), func(m Msg) (Msg, error) { return Start(m, 2) }, Msg{}, true},
-		{"next attempt after failure", at(Finished, 1, 3), func(m Msg) (Msg, error) { return Start(m, 2) }, at(Running, 2, 3), false},
 		{"last attempt needs a revert", at(Finished, 2, 3), func(m Msg) (Msg, error) { return Start(m, 3) }, Msg{}, true},
 		{"last attempt after revert", at(Reverting, 2, 3, why(BeforeLastAttempt)), func(m Msg) (Msg, error) { return Start(m, 3) }, at(Running, 3, 3), false},
 		{"no attempt after exhaustion revert", at(Reverting, 3, 3, why(AfterExhausted)), func(m Msg) (Msg, error) { return Start(m, 4) }, Msg{}, true},
@@ -52,9 +54,24 @@ func TestTransitions(t *testing.T) {
 		{"finish another attempt", at(Running, 2, 3), func(m Msg) (Msg, error) { return Finish(m, 1, false) }, Msg{}, true},
 		{"finish interrupted as failed", at(Interrupted, 1, 3), func(m Msg) (Msg, error) { return Finish(m, 1, false) }, at(Finished, 1, 3), false},
 		{"finish interrupted as success", at(Interrupted, 1, 3), func(m Msg) (Msg, error) { return Finish(m, 1, true) }, Msg{}, true},
-		{"extend after a failure that does not count", at(Finished, 2, 3), func(m Msg) (Msg, error) { return Extend(m, 4) }, at(Finished, 2, 4), false},
-		{"extend never lowers", at(Finished, 2, 4), func(m Msg) (Msg, error) { return Extend(m, 3) }, at(Finished, 2, 4), false},
-		{"extend after success", at(Finished, 1, 3, ok), func(m Msg) (Msg, error) { return Extend(m, 4) }, Msg{}, true},
+		{"a usage limit does not count", at(Running, 2, 3), func(m Msg) (Msg, error) { return End(m, 2, Result{Limit: &lim, MaxWaits: 20}) },
+			at(Finished, 2, 4, func(m *Msg) { m.Limit, m.Waits = &Limit{Attempt: 2, Until: lim.Until}, 1 }), false},
+		{"a usage limit past the cap counts", at(Running, 2, 3, func(m *Msg) { m.Waits = 20 }), func(m Msg) (Msg, error) { return End(m, 2, Result{Limit: &lim, MaxWaits: 20}) },
+			at(Finished, 2, 3, func(m *Msg) { m.Waits = 20 }), false},
+		{"a success ignores a limit", at(Running, 1, 3), func(m Msg) (Msg, error) { return End(m, 1, Result{OK: true, Limit: &lim, MaxWaits: 20}) }, at(Finished, 1, 3, ok), false},
+		{"blocked by a hook", at(Running, 1, 3), func(m Msg) (Msg, error) { return End(m, 1, Result{Blocked: true}) }, at(Finished, 1, 3, func(m *Msg) { m.Blocked = true }), false},
+		{"after a limit the next attempt starts from the checkpoint", at(Finished, 2, 4, func(m *Msg) { m.Limit = &Limit{Attempt: 2} }), func(m Msg) (Msg, error) { return Start(m, 3) },
+			at(Running, 3, 4, func(m *Msg) { m.Limit = &Limit{Attempt: 2} }), false},
+		{"after a failure the next attempt starts from its tree", at(Finished, 1, 3), func(m Msg) (Msg, error) { return Start(m, 2) }, at(Running, 2, 3, func(m *Msg) { m.Base = 1 }), false},
+		{"an interrupted attempt runs again", at(Interrupted, 2, 3, func(m *Msg) { m.Base = 1 }), func(m Msg) (Msg, error) { return Start(m, 2) },
+			at(Running, 2, 3, func(m *Msg) { m.Base, m.Reruns = 1, 1 }), false},
+		{"an interrupted attempt is not followed by the next", at(Interrupted, 1, 3), func(m Msg) (Msg, error) { return Start(m, 2) }, Msg{}, true},
+		{"cancel request", at(Running, 1, 3), func(m Msg) (Msg, error) { return RequestCancel(m, "stop") }, at(Running, 1, 3, func(m *Msg) { m.Cancel = "stop" }), false},
+		{"cancel request keeps the first reason", at(Running, 1, 3, func(m *Msg) { m.Cancel = "first" }), func(m Msg) (Msg, error) { return RequestCancel(m, "second") },
+			at(Running, 1, 3, func(m *Msg) { m.Cancel = "first" }), false},
+		{"cancel a done message", at(Done, 1, 3, ok, collected), func(m Msg) (Msg, error) { return RequestCancel(m, "x") }, Msg{}, true},
+		{"undo a done message", at(Done, 1, 3, ok, collected), Undo, at(Done, 1, 3, ok, collected, func(m *Msg) { m.Reverted = true }), false},
+		{"undo a dead message", at(Dead, 1, 3, reason(Cancelled)), Undo, Msg{}, true},
 		{"interrupt running", at(Running, 1, 3), func(m Msg) (Msg, error) { return Interrupt(m, 1) }, at(Interrupted, 1, 3), false},
 		{"interrupt finished", at(Finished, 1, 3), func(m Msg) (Msg, error) { return Interrupt(m, 1) }, Msg{}, true},
 		{"collect after success", at(Finished, 1, 3, ok), Collect, at(Finished, 1, 3, ok, collected), false},
@@ -123,6 +140,9 @@ func TestNext(t *testing.T) {
 		{at(Finished, 1, 1), StepExhausted},
 		{at(Reverting, 2, 3, why(BeforeLastAttempt)), StepRevertLast},
 		{at(Reverting, 3, 3, why(AfterExhausted)), StepRevert},
+		{at(Running, 1, 3, func(m *Msg) { m.Cancel = "x" }), StepCancel},
+		{at(Claimed, 0, 3, func(m *Msg) { m.Cancel = "x" }), StepCancel},
+		{at(Done, 1, 3, func(m *Msg) { m.Cancel = "x" }), StepNone},
 		{at(Done, 1, 3), StepNone},
 		{at(Dead, 1, 3), StepNone},
 	}

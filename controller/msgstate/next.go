@@ -9,7 +9,8 @@ const (
 	StepCheckpoint Step = "checkpoint"  // write manifest.json
 	StepAttempt    Step = "attempt"     // run attempt Msg.Attempt+1
 	StepLost       Step = "lost"        // an attempt was running when the controller died: finish it as failed
-	StepResume     Step = "resume"      // an interrupted attempt: finish it as failed, then go on
+	StepResume     Step = "resume"      // an interrupted attempt: put the tree back to its base, run it again
+	StepCancel     Step = "cancel"      // a recorded cancel request: revert (if anything ran), dead-letter
 	StepCollect    Step = "collect"     // collect the follow-ups of the successful attempt
 	StepComplete   Step = "complete"    // move to done/
 	StepRevert     Step = "revert"      // revert the tree (again: reverting is idempotent)
@@ -21,6 +22,9 @@ const (
 // Next says what to do with m, from whatever state it was recorded in:
 // the loop's plan on every iteration and after a restart.
 func Next(m Msg) Step {
+	if m.Cancel != "" && !m.Final() {
+		return StepCancel
+	}
 	switch m.State {
 	case Queued:
 		return StepClaim

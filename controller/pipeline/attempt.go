@@ -20,34 +20,36 @@ import (
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
-// attemptResult is how one attempt went.
-type attemptResult struct {
-	ok            bool
-	blockedByHook bool
-}
-
 // attempt runs attempt n of a message: beforeEach, the routine, afterEach,
-// the diff, and follow-up collection (on success) or discarding (on failure).
+// the diff, the stages' look at the end, and follow-up collection (on
+// success) or discarding (on failure).
 //
 // The attempt's start, with the inbox as it was before it, is recorded in
-// the message's state machine before the routine runs; its end (success
-// or failure) before follow-ups are collected or discarded.
-func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, error) {
-	var res attemptResult
-	cfg, e, rt, run, max := m.cfg, m.e, m.rt, m.run, m.max
+// the message's state machine before the routine runs; its end (success,
+// failure, or a usage limit) in one write before follow-ups are collected
+// or discarded. An error with ctx ended means the attempt was stopped
+// (shutdown or cancel): its end is not recorded, the caller decides.
+func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) error {
+	cfg, e, rt, run := m.cfg, m.e, m.rt, m.run
 	st := p.d.Store
 	before, err := st.SnapshotInbox()
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer st.ReleaseSnapshot()
 	if err := run.RecordInboxSnapshot(before); err != nil {
-		return res, err
+		return err
+	}
+	if v := run.Machine(); v.State == msgstate.Interrupted && v.Attempt == n {
+		if err := setAsideInterrupted(run, n, v.Reruns+1); err != nil {
+			return err
+		}
 	}
 	a, err := run.BeginAttemptStep(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, n) })
 	if err != nil {
-		return res, err
+		return err
 	}
+	max := run.Machine().Max
 	p.mu.Lock()
 	if p.running != nil {
 		p.running.attempt = a.N
@@ -58,68 +60,69 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) (attemptResult, e
 	// The checkpoint, the inbox snapshot and the attempt's start are
 	// durable before any routine or hook can change the tree.
 	if err := run.Commit(); err != nil {
-		return res, err
+		return err
 	}
 	p.emit(ctx, &events.Event{Kind: events.AttemptStarted, MessageID: e.ID, Chain: e.Chain, Attempt: a.N, Routine: rt.Name})
 
-	exitCode, errText, workerID := -1, "", ""
+	end := attemptEnd{exitCode: -1}
+	workerID := ""
 	if hookErr := p.runMessageHook(ctx, cfg, e, run, "beforeEach", a.N, 0, false); hookErr != "" {
-		errText = "beforeEach hook failed: " + hookErr
-		res.blockedByHook = true
+		end.errText = "beforeEach hook failed: " + hookErr
+		end.res.Blocked = true
 	} else {
-		status, wid, derr := p.dispatchRoutine(ctx, m, a.N)
+		status, wid, derr := p.dispatchRoutine(ctx, m, a.N, max)
 		workerID = wid
 		if workerID != "" {
 			_ = run.SetAttemptWorker(a.N, workerID)
 		}
 		if derr != nil {
 			if ctx.Err() != nil {
-				return res, derr
+				return derr
 			}
-			errText = derr.Error()
+			end.errText = derr.Error()
 		} else {
-			exitCode = int(status.GetExitCode())
-			errText = status.GetError()
+			end.exitCode = int(status.GetExitCode())
+			end.errText = status.GetError()
 		}
-		if hookErr := p.runMessageHook(ctx, cfg, e, run, "afterEach", a.N, exitCode, a.N == max); hookErr != "" {
+		if hookErr := p.runMessageHook(ctx, cfg, e, run, "afterEach", a.N, end.exitCode, a.N == max); hookErr != "" {
 			p.warn(ctx, e.ID, "afterEach hook failed: "+hookErr)
 		}
 	}
 	if ctx.Err() != nil {
-		// Stopped by the shutdown, not by the routine: the caller records
-		// the attempt as interrupted.
-		return res, ctx.Err()
+		// Stopped by the shutdown or a cancel, not by the routine.
+		return ctx.Err()
 	}
-	if exitCode == 0 && errText == "" {
-		res.ok = true
-	}
+	end.res.OK = end.exitCode == 0 && end.errText == ""
 	// An attempt that printed nothing still has its (empty) log.
 	if lp, err := st.LogPath(e.ID, a.N, "routine"); err == nil {
 		if f, err := os.OpenFile(lp, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
 			f.Close()
 		}
 	}
-	if err := p.writeDiff(ctx, run, m.manifest, a.N); err != nil {
+	tree, err := p.writeDiff(ctx, run, m.manifest, a.N)
+	if err != nil {
 		p.warn(ctx, e.ID, err.Error())
+	} else if !end.res.OK {
+		// The next attempt starts from this tree.
+		if err := saveTreeAfter(run, a.N, tree); err != nil {
+			return err
+		}
 	}
-	if !res.ok {
+	p.afterAttempt(ctx, m, a.N, &end)
+	if !end.res.OK {
 		p.discardFollowUps(run, before, a.N)
 	}
-	finish := func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, a.N, res.ok) }
-	if _, err := run.FinishAttemptStep(a.N, exitCode, errText, finish); err != nil {
-		// Record the attempt's end at least; the refused transition is
-		// logged as any other.
-		if err := run.FinishAttempt(a.N, exitCode, errText); err != nil {
-			return res, err
-		}
-		p.step(m, finish)
+	if _, err := run.FinishAttemptStep(a.N, end.exitCode, end.errText, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.End(v, a.N, end.res) }); err != nil {
+		return err
 	}
-	if res.ok {
-		p.collect(ctx, m, before)
+	if end.res.OK {
+		if err := p.collect(ctx, m, before); err != nil {
+			return err
+		}
 	}
 	p.emit(ctx, &events.Event{Kind: events.AttemptFinished, MessageID: e.ID, Chain: e.Chain,
-		Attempt: a.N, ExitCode: exitCode, Text: errText, WorkerID: workerID})
-	return res, nil
+		Attempt: a.N, ExitCode: end.exitCode, Text: end.errText, WorkerID: workerID})
+	return nil
 }
 
 // params builds the standard and declared custom parameters of a message.
@@ -146,8 +149,8 @@ func (p *Pipeline) params(e store.Entry, rt routine.Routine) (map[string]string,
 }
 
 // dispatchRoutine hands the routine to a worker and waits for the result.
-func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n int) (*decreev1.ExitStatus, string, error) {
-	cfg, rt, run, max := m.cfg, m.rt, m.run, m.max
+func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n, max int) (*decreev1.ExitStatus, string, error) {
+	cfg, rt, run := m.cfg, m.rt, m.run
 	e := m.e
 	params, err := p.params(e, rt)
 	if err != nil {
@@ -164,7 +167,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n int) (*decreev
 		MessageDir: path.Join(layout.Dir, layout.Runs, e.ID), NotebookEngine: cfg.NotebookEngine, Tree: &cfg.Tree,
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
-	resumeEnv(run, n, a.Env)
+	resumeEnv(run.Machine(), n, a.Env)
 	if settings.TimeoutS > 0 {
 		a.Timeout = time.Duration(settings.TimeoutS) * time.Second
 	}

@@ -20,14 +20,14 @@ import (
 // of same (the diffs of earlier attempts) has the same content, name
 // becomes a hard link to it: an attempt that leaves the tree as the one
 // before did costs no second copy of a large diff.
-func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, name string, same []string, links ...string) error {
+func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, name string, same []string, links ...string) (*checkpoint.Manifest, error) {
 	dst, err := run.Path(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), ".decree-diff.tmp-*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return nil, fmt.Errorf("write %s: %w", name, err)
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
@@ -45,24 +45,23 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 		err = linkOrRename(src, tmp.Name(), dst)
 	}
 	if err != nil {
-		return fmt.Errorf("diff the tree against the checkpoint into %s: %w", name, err)
+		return nil, fmt.Errorf("diff the tree against the checkpoint into %s: %w", name, err)
 	}
 	if err := run.Written(name); err != nil {
-		return err
+		return nil, err
 	}
-	p.keepTree(tree)
 	for _, l := range links {
 		lp, err := run.Path(l)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The link shares name's inode: the run directory's fsync at the
 		// next Commit makes its entry durable, no fsync of its own.
 		if err := linkOver(dst, lp); err != nil {
-			return fmt.Errorf("write %s: %w", l, err)
+			return nil, fmt.Errorf("write %s: %w", l, err)
 		}
 	}
-	return nil
+	return tree, nil
 }
 
 // countWriter counts the bytes written through it.

@@ -55,7 +55,7 @@ func TestAttemptDiffsShareUnchangedContent(t *testing.T) {
 	}
 	path := func(name string) string { p, _ := run.Path(name); return p }
 	for n := 1; n <= 2; n++ { // attempt 2 leaves the tree as attempt 1 did
-		if err := p.writeDiff(ctx, run, manifest, n); err != nil {
+		if _, err := p.writeDiff(ctx, run, manifest, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func TestAttemptDiffsShareUnchangedContent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "big.bin"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.writeDiff(ctx, run, manifest, 3); err != nil {
+	if _, err := p.writeDiff(ctx, run, manifest, 3); err != nil {
 		t.Fatal(err)
 	}
 	if testtool.Inode(t, path(layout.AttemptDiffName(3))) == testtool.Inode(t, path(layout.AttemptDiffName(1))) || testtool.Inode(t, path(layout.DiffFile)) != testtool.Inode(t, path(layout.AttemptDiffName(3))) {

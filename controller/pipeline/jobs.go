@@ -26,6 +26,11 @@ var ErrBusy = errors.New("busy")
 type Migration struct {
 	File      string
 	Processed bool
+	// Queued is the id of the message of this migration waiting in the
+	// inbox (requeued from dead/, interrupted, or waiting for a usage
+	// limit): processing the migration resumes that message rather than
+	// queuing a second one.
+	Queued string
 }
 
 // job is one ProcessMigrations run: the messages already queued when it
@@ -39,6 +44,12 @@ type job struct {
 	// started (no chain yet): they are dead-lettered as the job runs.
 	drainBad  map[string]bool
 	pending   []string
+	// adopted maps a pending migration to its message already queued in
+	// the inbox, which the job runs in the migration's turn instead of a
+	// new one; held are those messages' chains, which the loop leaves
+	// alone until then.
+	adopted   map[string]store.Entry
+	held      map[string]bool
 	current   string // message id of the running migration's root message
 	chain     string
 	migration string
@@ -65,14 +76,43 @@ func (p *Pipeline) Migrations(cfg *config.Config) ([]Migration, error) {
 	if err != nil {
 		return nil, err
 	}
+	queued, err := p.queuedMigrations(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var out []Migration
 	for _, e := range ents {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".spec.md") {
 			continue
 		}
-		out = append(out, Migration{File: e.Name(), Processed: done[e.Name()]})
+		m := Migration{File: e.Name(), Processed: done[e.Name()]}
+		if q, ok := queued[m.File]; ok && !m.Processed {
+			m.Queued = q.ID
+		}
+		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out, nil
+}
+
+// queuedMigrations maps migrations to their root message queued in the
+// inbox (the oldest, should there be several).
+func (p *Pipeline) queuedMigrations(cfg *config.Config) (map[string]store.Entry, error) {
+	entries, err := p.d.Store.ListInbox()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]store.Entry{}
+	for _, e := range entries {
+		if e.Err != nil || e.Message == nil || e.Seq != 0 {
+			continue
+		}
+		if mig := migrationOf(cfg, e); mig != "" {
+			if _, seen := out[mig]; !seen {
+				out[mig] = e
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -104,6 +144,16 @@ func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migrat
 			pending = append(pending, m.File)
 		}
 	}
+	adopted, err := p.queuedMigrations(cfg)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	held := map[string]bool{}
+	for _, mig := range pending {
+		if e, ok := adopted[mig]; ok {
+			held[e.Chain] = true
+		}
+	}
 	queued, err := p.d.Store.ListInbox()
 	if err != nil {
 		return nil, "", 0, err
@@ -111,6 +161,8 @@ func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migrat
 	drain, bad := map[string]bool{}, map[string]bool{}
 	for _, e := range queued {
 		switch {
+		case held[e.Chain]:
+			// a pending migration's message: it runs in its turn
 		case e.Chain != "":
 			drain[e.Chain] = true
 		case e.Err != nil:
@@ -125,7 +177,7 @@ func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migrat
 		p.mu.Unlock()
 		return nil, "", 0, fmt.Errorf("%w: process job %s is still running; wait for it to finish", ErrBusy, j.id)
 	}
-	j := &job{id: newJobID(), drain: drain, drainBad: bad, pending: pending, stop: cfg.OnMigrationFailure != "continue", starting: len(pending) > 0}
+	j := &job{id: newJobID(), drain: drain, drainBad: bad, pending: pending, adopted: adopted, held: held, stop: cfg.OnMigrationFailure != "continue", starting: len(pending) > 0}
 	p.jobs[j.id] = j
 	p.mu.Unlock()
 	if len(pending) == 0 {
@@ -153,10 +205,19 @@ func newJobID() string {
 	return "job-" + hex.EncodeToString(b)
 }
 
-// startNextMigration queues the job's next migration as a spec message.
-// Called with p.mu not held.
+// startNextMigration queues the job's next migration as a spec message,
+// or lets its message already queued run. Called with p.mu not held.
 func (p *Pipeline) startNextMigration(ctx context.Context, cfg *config.Config, j *job) error {
 	file := j.pending[0]
+	if e, ok := j.adopted[file]; ok && p.inInbox(e.File) {
+		p.mu.Lock()
+		j.pending = j.pending[1:]
+		j.current, j.chain, j.migration = e.ID, e.Chain, file
+		delete(j.held, e.Chain)
+		p.mu.Unlock()
+		p.emit(ctx, &events.Event{Kind: events.MessageQueued, MessageID: e.ID, Chain: e.Chain, JobID: j.id, Text: "migration " + file + " (its queued message resumes)"})
+		return nil
+	}
 	m := &message.Message{HasFrontmatter: true}
 	m.Set("input_file", path.Join(cfg.MigrationsDir, file))
 	m.Set("type", message.TypeSpec)
@@ -240,6 +301,25 @@ func (p *Pipeline) rejectedInJob(chain, file string) string {
 	return ""
 }
 
+// inInbox reports whether inbox/file exists.
+func (p *Pipeline) inInbox(file string) bool {
+	_, err := os.Lstat(filepath.Join(p.d.Store.Root(), layout.Dir, layout.Inbox, file))
+	return err == nil
+}
+
+// heldChains reports whether chain belongs to a pending migration whose
+// turn has not come (the loop leaves it alone).
+func (p *Pipeline) heldChain(chain string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, j := range p.jobs {
+		if j.held[chain] {
+			return true
+		}
+	}
+	return false
+}
+
 // badPending reports whether an unreadable file the job counts on is still
 // waiting in the inbox to be dead-lettered.
 func (p *Pipeline) badPending(j *job) bool {
@@ -262,6 +342,7 @@ func (p *Pipeline) drainDead(j *job) int {
 
 func (p *Pipeline) endJob(ctx context.Context, j *job, code int32, text string) {
 	p.mu.Lock()
+	j.held = nil
 	delete(p.jobs, j.id)
 	p.mu.Unlock()
 	p.hold(&events.Event{Kind: events.ProcessFinished, JobID: j.id, ExitCode: int(code), Text: text})

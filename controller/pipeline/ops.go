@@ -150,104 +150,6 @@ func (p *Pipeline) findInbox(file string) (store.Entry, error) {
 	return store.Entry{}, fmt.Errorf("%w: %s is not in the inbox", ErrNotFound, file)
 }
 
-// Cancel stops a running message (its attempt is stopped, the tree
-// reverted, the message dead-lettered) or dead-letters a queued one.
-func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.Entry, error) {
-	if reason == "" {
-		reason = "cancelled by a client"
-	}
-	p.mu.Lock()
-	r := p.running
-	if r != nil && r.id == idOrFile {
-		p.cancel[r.id] = reason
-		r.cancel()
-		p.mu.Unlock()
-		return store.Entry{ID: r.id}, nil
-	}
-	p.mu.Unlock()
-	entries, err := p.d.Store.ListInbox()
-	if err != nil {
-		return store.Entry{}, err
-	}
-	for _, e := range entries {
-		if e.ID == idOrFile || e.File == idOrFile || e.File == idOrFile+".md" {
-			m, err := p.partlyRun(e)
-			if err != nil {
-				return store.Entry{}, err
-			}
-			if m != nil {
-				p.cancelMessage(ctx, m, reason)
-			} else {
-				p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason})
-			}
-			p.chainMaybeFinished(ctx, e.Chain)
-			p.flushHeld(ctx)
-			return e, nil
-		}
-	}
-	return store.Entry{}, fmt.Errorf("%w: %q is neither running nor queued", ErrNotFound, idOrFile)
-}
-
-// partlyRun returns a queued message that already ran part of an attempt
-// (an interrupted one) as a msg to cancel with cancelMessage; nil when it
-// never ran.
-func (p *Pipeline) partlyRun(e store.Entry) (*msg, error) {
-	if e.ID == "" {
-		return nil, nil
-	}
-	run, err := p.d.Store.OpenRun(e.ID)
-	if err != nil {
-		return nil, nil // no run directory: it never ran
-	}
-	st := run.State()
-	if len(st.Attempts) == 0 || st.Outcome != "" {
-		return nil, nil
-	}
-	p.mu.Lock()
-	r := p.running
-	p.mu.Unlock()
-	if r != nil {
-		return nil, fmt.Errorf("%w: %s ran partly and its changes must be reverted, but %s is running now; cancel it once that one finished", ErrBusy, e.ID, r.id)
-	}
-	mpath, err := run.Path(layout.ManifestFile)
-	if err != nil {
-		return nil, err
-	}
-	manifest, err := checkpoint.ReadManifest(mpath)
-	if err != nil {
-		return nil, fmt.Errorf("cancel %s: read its checkpoint: %w", e.ID, err)
-	}
-	return &msg{e: e, run: run, manifest: manifest}, nil
-}
-
-// cancelled reports (and forgets) a cancellation request for id.
-func (p *Pipeline) cancelled(id string) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	reason, ok := p.cancel[id]
-	delete(p.cancel, id)
-	return reason, ok
-}
-
-// cancelMessage finishes a cancelled message that ran (it is running, or
-// an attempt of it was interrupted): the open attempt is closed, the tree
-// reverted to the checkpoint, the message dead-lettered (Cancelled).
-func (p *Pipeline) cancelMessage(ctx context.Context, m *msg, reason string) {
-	e, run := m.e, m.run
-	if a, ok := run.Interrupted(); ok {
-		_ = run.FinishAttempt(a.N, -1, "cancelled: "+reason)
-		_ = p.writeDiff(ctx, run, m.manifest, a.N)
-	}
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.ForCancel) })
-	if err := p.revert(ctx, run, m.manifest); err != nil {
-		p.haltMessage(ctx, m, err)
-		return
-	}
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.Cancelled) })
-	p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason + "\nThe tree was reverted to the checkpoint; requeue the message to run it again."})
-	p.finishRun(ctx, run, store.OutcomeCancelled)
-}
-
 // ConflictError lists paths that block a revert.
 type ConflictError struct {
 	ID    string
@@ -280,7 +182,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 	if st.Outcome != store.OutcomeSucceeded {
 		return nil, fmt.Errorf("%w: %s did not complete successfully (outcome %q): only completed messages can be reverted; failed ones were reverted already", ErrConflict, id, st.Outcome)
 	}
-	if st.Phase == "reverted" {
+	if st.Phase == "reverted" || st.Machine.Reverted {
 		return nil, fmt.Errorf("%w: %s was already reverted", ErrConflict, id)
 	}
 	diffPath, _ := run.Path(layout.DiffFile)
@@ -309,7 +211,10 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 			return nil, fmt.Errorf("%w: cannot revert %s: undoing its diff %s would not reproduce its checkpoint; nothing was changed: %v", ErrConflict, id, diffPath, err)
 		}
 	}
-	_ = run.Update(func(s *store.RunState) error { s.Phase = "reverted"; return nil })
+	if _, err := run.Step(msgstate.Undo); err != nil {
+		// A run recorded by an older version has no machine to step.
+		_ = run.Update(func(s *store.RunState) error { s.Phase = "reverted"; return nil })
+	}
 	if e, err := p.messageOf(run); err == nil && e.Type() == message.TypeSpec {
 		if cfg, err := p.d.Config(); err == nil {
 			_ = p.d.Store.UnmarkProcessed(specName(cfg, e.InputFile()))

@@ -43,8 +43,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,13 +51,11 @@ import (
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
-	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
-	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
 )
@@ -115,27 +111,23 @@ type Pipeline struct {
 	gate   chan struct{} // closed when the loop may start
 	resume sync.Once
 
+	// work is held while a message is processed: by the loop, and by a
+	// client's cancel of a message that ran partly (cancel.go).
+	work sync.Mutex
+	// stages act around every attempt (stage.go).
+	stages []attemptStage
+
 	mu      sync.Mutex
 	held    []*events.Event // end-of-work events waiting for afterAll
 	running *running        // the message being processed, if any
-	limit   *usageWait      // a usage-limit wait in progress (usagelimit.go)
+	limit   *usageWait      // a usage-limit wait in progress (stage_usagelimit.go)
 	jobs    map[string]*job
-	cancel  map[string]string // message id -> reason, for CancelMessage
 
 	scope       scope
 	stopping    bool
 	interrupted []Interruption
 
-	unpruned atomic.Int32             // runs finished since the object store was pruned
-	lastTree atomic.Pointer[treeRead] // see treereuse.go
-}
-
-// running describes the message in progress.
-type running struct {
-	id      string
-	routine string
-	attempt int
-	cancel  context.CancelFunc
+	unpruned atomic.Int32 // runs finished since the object store was pruned
 }
 
 // New returns a loop; call Run to start it.
@@ -146,7 +138,8 @@ func New(d Deps) *Pipeline {
 	if d.Poll <= 0 {
 		d.Poll = time.Second
 	}
-	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}, cancel: map[string]string{}}
+	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}}
+	p.stages = []attemptStage{p.newUsageLimitStage()}
 	if !d.Paused {
 		p.Resume()
 	}
@@ -173,7 +166,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
-	p.recoverFiled()
+	p.settleFiled(ctx)
 	busy := false
 	for {
 		if ctx.Err() != nil {
@@ -193,7 +186,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		sel, err := p.d.Sched.Next(sched.NextOptions{Chains: p.chainFilter()})
+		sel, err := p.d.Sched.Next(sched.NextOptions{Chains: p.chainFilter(), Exclude: p.heldChain})
 		if err != nil {
 			p.log.Error("select next message", "err", err)
 			if !p.idle(ctx) {
@@ -224,7 +217,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			busy = true
 			p.runBatchHook(ctx, cfg, "beforeAll")
 		}
+		p.work.Lock()
 		p.process(ctx, cfg, sel.Entry)
+		p.work.Unlock()
 		if err := p.d.Sched.Finish(sel.Entry.ID); err != nil {
 			p.log.Error("finish message", "id", sel.Entry.ID, "err", err)
 		}
@@ -236,7 +231,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 // idle waits for a wake-up or the poll interval; false when ctx ended.
 func (p *Pipeline) idle(ctx context.Context) bool {
-	p.forgetTree() // anything may happen to the tree while it waits
 	t := time.NewTimer(p.d.Poll)
 	defer t.Stop()
 	select {
@@ -303,6 +297,9 @@ func (p *Pipeline) emit(_ context.Context, ev *events.Event) *events.Event {
 		}
 		p.mu.Unlock()
 	}
+	if p.d.Events == nil {
+		return ev // no event log (tests of single steps)
+	}
 	out, err := p.d.Events.Append(ev)
 	if err != nil {
 		p.log.Error("append event", "kind", ev.Kind, "err", err)
@@ -328,6 +325,11 @@ func (p *Pipeline) Running() (id, routineName string, attempt int, ok bool) {
 	return p.running.id, p.running.routine, p.running.attempt, true
 }
 
+// dispatch hands work to a worker and waits for its result.
+func (p *Pipeline) dispatch(ctx context.Context, a *lease.Work, need lease.Requirements) (lease.Result, error) {
+	return p.d.Leases.Dispatch(ctx, a, need)
+}
+
 // library returns the routine library for cfg.
 func (p *Pipeline) library(cfg *config.Config) routine.Library {
 	return routine.ProjectLibrary(p.d.Store.Root(), cfg)
@@ -339,47 +341,3 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned (wrapped) when the project state forbids an
 // operation; *ConflictError carries the paths.
 var ErrConflict = errors.New("conflict")
-
-// recoverFiled finishes the records of runs whose message was already filed
-// (moved to done/ or dead/) when the controller stopped, before run.json was
-// written: a message leaves the inbox first so that it can never run twice,
-// and its record is completed here.
-func (p *Pipeline) recoverFiled() {
-	ents, err := os.ReadDir(filepath.Join(p.d.Store.Dir(), layout.Runs))
-	if err != nil {
-		return
-	}
-	inbox := map[string]bool{}
-	if entries, err := p.d.Store.ListInbox(); err == nil {
-		for _, e := range entries {
-			inbox[e.File] = true
-		}
-	}
-	for _, de := range ents {
-		if !de.IsDir() || store.CheckID(de.Name()) != nil {
-			continue
-		}
-		run, err := p.d.Store.OpenRun(de.Name())
-		if err != nil {
-			continue
-		}
-		st := run.State()
-		if st.Outcome != "" || inbox[st.File] {
-			continue
-		}
-		switch {
-		case st.Machine.State == msgstate.Dead && st.Machine.Reason == msgstate.Cancelled:
-			p.log.Info("recording a run cancelled before the controller stopped", "message", st.MessageID)
-			_, _ = run.Finish(store.OutcomeCancelled)
-		case st.Machine.State == msgstate.Dead:
-			p.log.Info("recording a run dead-lettered before the controller stopped", "message", st.MessageID)
-			_, _ = run.Finish(store.OutcomeDeadLettered)
-		case st.Machine.State == msgstate.Done || runSucceeded(st):
-			p.log.Info("recording a run finished before the controller stopped", "message", st.MessageID)
-			_, _ = run.Finish(store.OutcomeSucceeded)
-		case st.Phase == phaseExhausted:
-			p.log.Info("recording a run dead-lettered before the controller stopped", "message", st.MessageID)
-			_, _ = run.Finish(store.OutcomeDeadLettered)
-		}
-	}
-}

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/decreehq/decree/controller/events"
@@ -15,32 +14,31 @@ import (
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
-	"github.com/decreehq/decree/pkg/routine"
 )
 
-// Run-state phases (state.json "phase") the loop resumes from.
-const (
-	phaseSucceeded = "succeeded"
-	phaseExhausted = "exhausted"
-)
+// errStopped ends a message's processing because the loop is shutting
+// down: the message stays queued, its state recorded, and the next
+// controller goes on from there.
+var errStopped = errors.New("the controller is stopping")
 
 // process handles one message from selection to done or dead. Once the
 // message has a run directory, its state machine (package msgstate,
-// recorded in state.json) says what comes next, also after a restart.
+// recorded in state.json) is the only thing that says what comes next,
+// also after a restart: drive asks msgstate.Next and performs that step.
 func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entry) {
-	log := p.log.With("message", e.ID)
 	// The message counts as running from its selection on, so that a
 	// CancelMessage arriving before its first attempt reaches it here
 	// instead of dead-lettering the inbox file under the loop's feet.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p.setRunning(&running{id: e.ID, cancel: cancel})
+	r := &running{id: e.ID, cancel: cancel}
+	p.setRunning(r)
 	defer p.setRunning(nil)
 	rt, reject := p.chooseRoutine(ctx, cfg, e)
 	if ctx.Err() != nil {
 		return // shutting down: the message stays queued, untouched
 	}
-	if reason, ok := p.cancelled(e.ID); ok {
+	if reason, ok := r.cancelled(); ok {
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason})
 		return
 	}
@@ -48,9 +46,6 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		p.deadLetterUnrun(ctx, e, *reject)
 		return
 	}
-	p.mu.Lock()
-	p.running.routine = rt.Name
-	p.mu.Unlock()
 	e.Message.Set("routine", rt.Name)
 	run, err := p.d.Store.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: cfg.AttemptsFor(rt.Name)})
 	if err != nil {
@@ -67,145 +62,188 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	if s := run.State(); s.MaxAttempts > 0 {
 		m.max = s.MaxAttempts
 	}
-	// Recorded with the checkpoint step that follows: the claim has no
-	// effect of its own.
-	if _, err := run.Stage(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, m.max) }); err != nil {
-		log.Error("message state machine", "err", err)
+	// A cancel request that came before the run existed is recorded now.
+	if reason, ok := r.attach(run); ok {
+		if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.RequestCancel(v, reason) }); err != nil {
+			p.halt(ctx, m, err)
+			return
+		}
 	}
-
+	p.mu.Lock()
+	r.routine = rt.Name
+	p.mu.Unlock()
 	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
-	m.manifest, err = p.checkpoint(runCtx, m)
-	if err != nil {
-		if ctx.Err() != nil {
-			return // shutting down is no failure of the message: it stays queued
-		}
-		if reason, ok := p.cancelled(e.ID); ok {
-			p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.Cancelled) })
-			p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.Cancelled), MessageID: e.ID, Detail: reason})
-			p.finishRun(ctx, run, store.OutcomeCancelled)
-			return
-		}
-		log.Error("checkpoint", "err", err)
-		p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.CheckpointFailed) })
-		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.CheckpointFailed), MessageID: e.ID,
-			Detail: fmt.Sprintf("Taking the checkpoint before the first attempt failed: %v", err)})
-		p.finishRun(ctx, run, store.OutcomeDeadLettered)
-		return
-	}
-
-	lastBlockedByHook := false
-	for range 4*m.max + 64 {
-		v := run.Machine()
-		switch msgstate.Next(v) {
-		case msgstate.StepLost, msgstate.StepResume:
-			p.finishLost(runCtx, m, v)
-			continue
-		case msgstate.StepCollect:
-			before, ok := run.InboxSnapshot()
-			if !ok {
-				// Not recorded (cannot happen: it is written before the
-				// attempt starts): take only the outbox, leave the inbox.
-				before, _ = p.d.Store.SnapshotInbox()
-			}
-			p.collect(ctx, m, before)
-			continue
-		case msgstate.StepComplete:
-			p.complete(ctx, m)
-			return
-		case msgstate.StepExhausted:
-			p.exhausted(ctx, m, !lastBlockedByHook)
-			return
-		case msgstate.StepRevert:
-			if v.Why == msgstate.ForCancel {
-				p.cancelMessage(ctx, m, "cancelled by a client")
-			} else {
-				p.exhausted(ctx, m, !lastBlockedByHook)
-			}
-			return
-		case msgstate.StepNone:
-			// Recorded as final, but the file was still in the inbox
-			// (the controller stopped between the record and the move).
-			if v.State == msgstate.Done {
-				p.complete(ctx, m)
-				return
-			}
-			p.deadLetter(ctx, e, store.DeadNote{Reason: string(v.Reason), MessageID: e.ID,
-				Detail: fmt.Sprintf("The message was dead-lettered (%s) before the controller stopped; see .decree/runs/%s/.", v.Reason, e.ID)})
-			p.finishRun(ctx, run, store.OutcomeDeadLettered)
-			return
-		case msgstate.StepAttempt, msgstate.StepRevertLast:
-		default:
-			log.Error("unexpected state of a message being processed", "state", v.State, "attempt", v.Attempt)
-			return
-		}
-		n := v.Attempt + 1
-		if err := p.pauseForUsageLimit(runCtx, e, run, n); err != nil {
-			if reason, ok := p.cancelled(e.ID); ok && ctx.Err() == nil {
-				p.cancelMessage(ctx, m, reason)
-			}
-			return // stopping: the message stays queued and waits again after a restart
-		}
-		if msgstate.Next(v) == msgstate.StepRevertLast {
-			// Before the last attempt the tree goes back to the
-			// checkpoint, with a summary of the earlier attempts.
-			p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.BeforeLastAttempt) })
-			if err := p.revert(runCtx, run, m.manifest); err != nil {
-				if reason, ok := p.cancelled(e.ID); ok {
-					p.cancelMessage(ctx, m, reason)
-					return
-				}
-				p.haltMessage(ctx, m, err)
-				return
-			}
-			if err := p.writeFailureContext(run); err != nil {
-				log.Error("failure context", "err", err)
-			}
-		}
-		res, err := p.attempt(runCtx, m, n)
-		if err != nil {
-			if ctx.Err() != nil {
-				// Shutting down: the attempt is recorded as interrupted,
-				// the message stays queued, the next attempt follows
-				// when a controller processes it again.
-				p.interrupt(m)
-				return
-			}
-			if reason, ok := p.cancelled(e.ID); ok {
-				p.cancelMessage(ctx, m, reason)
-				return
-			}
-			log.Error("attempt", "attempt", n, "err", err)
-		}
-		lastBlockedByHook = res.blockedByHook
-		if !res.ok && !res.blockedByHook {
-			if budget, limited := p.usageLimited(runCtx, cfg, e, run, m.manifest, n); limited {
-				m.max = budget // the limited attempt does not count
-				p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Extend(v, budget) })
-			}
-		}
-	}
-	log.Error("the message made no progress; leaving it queued", "state", run.Machine().State)
+	p.drive(ctx, runCtx, m)
 }
 
-// checkpoint returns the message's manifest, taking it on first use.
+// drive takes m through its state machine until it is filed (done or
+// dead), the loop stops (the message stays queued), or a step is refused
+// or cannot be recorded (halt). Every step must move the machine: a step
+// that leaves it as it was is a bug, and halts the message rather than
+// spinning.
+func (p *Pipeline) drive(ctx, runCtx context.Context, m *msg) {
+	for {
+		v := m.run.Machine()
+		step := msgstate.Next(v)
+		err := p.perform(ctx, runCtx, m, v, step)
+		switch {
+		case errors.Is(err, errStopped):
+			return
+		case err != nil:
+			p.halt(ctx, m, err)
+			return
+		}
+		after := m.run.Machine()
+		if after.Final() && m.filed {
+			return
+		}
+		if reflect.DeepEqual(after, v) {
+			p.halt(ctx, m, fmt.Errorf("step %s made no progress from state %s", step, v.State))
+			return
+		}
+	}
+}
+
+// perform carries out one planned step.
+func (p *Pipeline) perform(ctx, runCtx context.Context, m *msg, v msgstate.Msg, step msgstate.Step) error {
+	switch step {
+	case msgstate.StepClaim:
+		// Recorded with the checkpoint step that follows: the claim has
+		// no effect of its own.
+		_, err := m.run.Stage(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, m.max) })
+		return err
+	case msgstate.StepCheckpoint:
+		return p.takeCheckpoint(ctx, runCtx, m)
+	case msgstate.StepCancel:
+		return p.cancelStep(ctx, m, v)
+	}
+	if m.manifest == nil {
+		man, err := p.readCheckpoint(m)
+		if err != nil {
+			return err
+		}
+		m.manifest = man
+	}
+	switch step {
+	case msgstate.StepAttempt:
+		return p.runAttempt(ctx, runCtx, m, v.Attempt+1)
+	case msgstate.StepRevertLast:
+		// Before the last attempt the tree goes back to the checkpoint,
+		// with a summary of the earlier attempts; a replay after a crash
+		// reverts again (Restore is idempotent).
+		if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.BeforeLastAttempt) }); err != nil {
+			return err
+		}
+		if err := p.revert(runCtx, m.run, m.manifest); err != nil {
+			return p.afterRevertError(ctx, m, err)
+		}
+		if err := p.writeFailureContext(m.run); err != nil {
+			p.log.Error("failure context", "message", m.e.ID, "err", err)
+		}
+		return p.runAttempt(ctx, runCtx, m, v.Attempt+1)
+	case msgstate.StepLost:
+		return p.finishLost(ctx, m, v)
+	case msgstate.StepResume:
+		return p.rerun(ctx, runCtx, m, v)
+	case msgstate.StepCollect:
+		before, ok := m.run.InboxSnapshot()
+		if !ok {
+			// Not recorded (cannot happen: it is written before the
+			// attempt starts): take only the outbox, leave the inbox.
+			before, _ = p.d.Store.SnapshotInbox()
+		}
+		return p.collect(ctx, m, before)
+	case msgstate.StepComplete:
+		return p.complete(ctx, m)
+	case msgstate.StepExhausted, msgstate.StepRevert:
+		return p.exhausted(ctx, m)
+	case msgstate.StepNone:
+		// Recorded as final, but not filed yet (the controller stopped
+		// between the record and the move, or before run.json).
+		return p.file(ctx, m)
+	}
+	return fmt.Errorf("no step %q for state %s", step, v.State)
+}
+
+// runAttempt runs attempt n: the stages before it (a usage-limit wait),
+// then the attempt. A shutdown during either stops the message: an
+// attempt under way is recorded as interrupted and its tree put back.
+func (p *Pipeline) runAttempt(ctx, runCtx context.Context, m *msg, n int) error {
+	if err := p.beforeAttempt(runCtx, m, n); err != nil {
+		if ctx.Err() != nil {
+			return errStopped
+		}
+		if runCtx.Err() != nil {
+			return nil // a cancel request was recorded: Next plans it
+		}
+		return err
+	}
+	err := p.attempt(runCtx, m, n)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		p.interrupt(m)
+		return errStopped
+	case runCtx.Err() != nil && m.run.Machine().Cancel != "":
+		return nil
+	}
+	return err
+}
+
+// record applies a transition and writes it to state.json before the
+// caller performs its effect. A refused transition, or one that cannot be
+// written, is returned: the caller stops (see halt).
+func (p *Pipeline) record(m *msg, tr func(msgstate.Msg) (msgstate.Msg, error)) error {
+	if _, err := m.run.Step(tr); err != nil {
+		return fmt.Errorf("record a step of %s: %w", m.run.ID(), err)
+	}
+	return nil
+}
+
+// halt stops processing m after a refused or unrecordable step: the
+// message stays in the inbox as it is, the loop leaves it alone until the
+// controller restarts, and the error names the state and the transitions
+// that led there.
+func (p *Pipeline) halt(ctx context.Context, m *msg, err error) {
+	st := m.run.State()
+	hist := strings.Join(st.History, "; ")
+	if hist == "" {
+		hist = "(none recorded)"
+	}
+	text := fmt.Sprintf("message %s stopped in state %s: %v. Its history: %s. It stays in the inbox, untouched until the controller restarts; inspect .decree/runs/%s/state.json.",
+		m.e.ID, st.Machine.State, err, hist, m.e.ID)
+	p.log.Error(text)
+	p.d.Store.Skip(m.e.File)
+	p.warn(ctx, m.e.ID, text)
+}
+
+// takeCheckpoint takes the message's checkpoint (manifest.json).
+func (p *Pipeline) takeCheckpoint(ctx, runCtx context.Context, m *msg) error {
+	man, err := p.checkpoint(runCtx, m)
+	switch {
+	case err == nil:
+		m.manifest = man
+		return nil
+	case ctx.Err() != nil:
+		return errStopped // shutting down is no failure of the message: it stays queued
+	case runCtx.Err() != nil && m.run.Machine().Cancel != "":
+		return nil // Next plans the cancellation
+	}
+	p.log.Error("checkpoint", "message", m.e.ID, "err", err)
+	if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.CheckpointFailed) }); err != nil {
+		return err
+	}
+	m.note = &store.DeadNote{Reason: string(msgstate.CheckpointFailed), MessageID: m.e.ID,
+		Detail: fmt.Sprintf("Taking the checkpoint before the first attempt failed: %v", err)}
+	return p.file(ctx, m)
+}
+
+// checkpoint takes the tree's manifest and writes manifest.json.
 func (p *Pipeline) checkpoint(ctx context.Context, m *msg) (*checkpoint.Manifest, error) {
-	run := m.run
-	mpath, err := run.Path(layout.ManifestFile)
+	man, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
 	if err != nil {
 		return nil, err
-	}
-	// Once checkpointed, the manifest on disk is the checkpoint. Before
-	// that the tree is still as it was, so a manifest written by an
-	// interrupted earlier start is simply taken again.
-	if st := run.State(); st.Phase != "" || len(st.Attempts) > 0 || (st.Machine.State != msgstate.Claimed && st.Machine.State != msgstate.Queued && st.Machine.State != "") {
-		return checkpoint.ReadManifest(mpath)
-	}
-	man, ok := p.recentTree()
-	if !ok {
-		var err error
-		if man, err = p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root()); err != nil {
-			return nil, err
-		}
 	}
 	data, err := checkpoint.MarshalManifest(man)
 	if err != nil {
@@ -214,29 +252,34 @@ func (p *Pipeline) checkpoint(ctx context.Context, m *msg) (*checkpoint.Manifest
 	// Durable with the Commit before the first attempt starts, and so is
 	// the step: it is written with the attempt's start (a crash before
 	// that finds the message claimed and takes the checkpoint again).
-	if err := run.WriteFile(layout.ManifestFile, data); err != nil {
+	if err := m.run.WriteFile(layout.ManifestFile, data); err != nil {
 		return nil, fmt.Errorf("write manifest: %w", err)
 	}
-	p.stage(m, msgstate.Checkpoint)
+	if _, err := m.run.Stage(msgstate.Checkpoint); err != nil {
+		return nil, err
+	}
 	return man, nil
 }
 
-// runSucceeded reports whether a run's last attempt succeeded (older state
-// files said so with the phase instead).
-func runSucceeded(st store.RunState) bool {
-	if st.Phase == phaseSucceeded {
-		return true
+// readCheckpoint reads the manifest.json of a message that has one.
+func (p *Pipeline) readCheckpoint(m *msg) (*checkpoint.Manifest, error) {
+	mpath, err := m.run.Path(layout.ManifestFile)
+	if err != nil {
+		return nil, err
 	}
-	n := len(st.Attempts)
-	return n > 0 && st.Attempts[n-1].Status == store.AttemptSucceeded
+	man, err := checkpoint.ReadManifest(mpath)
+	if err != nil {
+		return nil, fmt.Errorf("read the checkpoint of %s: %w", m.e.ID, err)
+	}
+	return man, nil
 }
 
 // writeDiff records the change from the checkpoint to the current tree as
-// changes.diff and as attempt n's own diff.
+// changes.diff and as attempt n's own diff, and returns the tree it read.
 // The diff streams to the attempt's file (memory stays bounded whatever the
 // size of the files), changes.diff is a hard link to it, not a copy, and
 // so is the attempt's file when an earlier attempt's diff is the same.
-func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) error {
+func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest, n int) (*checkpoint.Manifest, error) {
 	var earlier []string
 	for k := n - 1; k >= 1; k-- {
 		earlier = append(earlier, layout.AttemptDiffName(k))
@@ -248,100 +291,40 @@ func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *chec
 // every differing path from the object store (streamed), verifies them,
 // and can simply be repeated after a crash.
 func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest) error {
-	p.forgetTree()
 	// What led to the revert is made durable before the tree changes.
 	if err := run.Commit(); err != nil {
 		return err
 	}
 	paths, err := p.d.Checkpoints.Restore(ctx, p.d.Store.Root(), manifest)
 	if err != nil {
-		return fmt.Errorf("revert %s to its checkpoint: %w", run.ID(), err)
+		return fmt.Errorf("revert %s: %w", run.ID(), err)
 	}
 	if len(paths) == 0 {
 		return nil
 	}
-	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: run.ID(), Text: "to the checkpoint taken before the first attempt"})
+	p.emit(ctx, &events.Event{Kind: events.Reverted, MessageID: run.ID(), Text: fmt.Sprintf("%d path(s) put back", len(paths))})
 	return nil
 }
 
-// complete files a successful message: follow-ups, done/, processed.md,
-// run.json.
-func (p *Pipeline) complete(ctx context.Context, m *msg) {
-	cfg, e, run := m.cfg, m.e, m.run
-	p.step(m, msgstate.Complete)
-	st := p.d.Store
-	if _, err := os.Stat(filepath.Join(st.Dir(), layout.Inbox, e.File)); err == nil {
-		if _, err := st.MarkDone(e.File); err != nil {
-			p.log.Error("move to done", "message", e.ID, "err", err)
-		}
-	}
-	if e.Message.Type() == "spec" {
-		if err := st.MarkProcessed(specName(cfg, e.Message.InputFile())); err != nil {
-			p.log.Error("mark processed", "message", e.ID, "err", err)
-		}
-	}
-	p.finishRun(ctx, run, store.OutcomeSucceeded)
-	p.emit(ctx, &events.Event{Kind: events.MessageDone, MessageID: e.ID, Chain: e.Chain, Routine: run.State().Routine})
-}
-
-// exhausted reverts and dead-letters a message whose attempts all failed.
-func (p *Pipeline) exhausted(ctx context.Context, m *msg, fireHook bool) {
-	cfg, e, run := m.cfg, m.e, m.run
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.AfterExhausted) })
-	_ = run.Update(func(s *store.RunState) error { s.Phase = phaseExhausted; return nil })
-	if err := p.revert(ctx, run, m.manifest); err != nil {
-		p.haltMessage(ctx, m, err)
-		return
-	}
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.RetriesExhausted) })
-	s := run.State()
-	detail := fmt.Sprintf("All %d attempt(s) of routine %s failed; the tree was reverted to the checkpoint. Logs and diffs of every attempt are in .decree/runs/%s/.\n\n%s",
-		len(s.Attempts), s.Routine, e.ID, attemptSummary(s))
-	p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.RetriesExhausted), MessageID: e.ID, Detail: detail})
-	p.finishRun(ctx, run, store.OutcomeDeadLettered)
-	if fireHook {
-		p.runMessageHook(ctx, cfg, e, run, "onDeadLetter", len(s.Attempts), s.ExitCode, false)
-	}
-}
-
-// haltMessage dead-letters a message whose revert failed: the tree no
-// longer matches its checkpoint, which needs a person.
-func (p *Pipeline) haltMessage(ctx context.Context, m *msg, err error) {
-	e, run := m.e, m.run
+// afterRevertError handles a revert that failed: cut short by a shutdown
+// (the next controller reverts again), by a cancel request (Next plans
+// it), or a real failure, which dead-letters the message (RevertFailed):
+// the tree no longer matches its checkpoint, which needs a person.
+func (p *Pipeline) afterRevertError(ctx context.Context, m *msg, err error) error {
 	if ctx.Err() != nil {
-		// The revert was cut short by the shutdown; the next controller
-		// computes it afresh from the checkpoint.
-		p.log.Info("revert interrupted by shutdown", "message", e.ID)
-		return
+		p.log.Info("revert interrupted by shutdown", "message", m.e.ID)
+		return errStopped
 	}
-	p.log.Error("revert failed", "message", e.ID, "err", err)
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.RevertFailed) })
-	p.deadLetter(ctx, e, store.DeadNote{Reason: string(msgstate.RevertFailed), MessageID: e.ID,
-		Detail: fmt.Sprintf("Reverting to the checkpoint failed, so the working tree may not match .decree/runs/%s/manifest.json: %v\nInspect the tree (changes.diff shows the last known change), fix it, then requeue.", e.ID, err)})
-	p.finishRun(ctx, run, store.OutcomeDeadLettered)
-}
-
-func (p *Pipeline) finishRun(ctx context.Context, run *store.Run, outcome string) {
-	if _, err := run.Finish(outcome); err != nil {
-		p.log.Error("write run.json", "message", run.ID(), "err", err)
+	if m.run.Machine().Cancel != "" && errors.Is(err, context.Canceled) {
+		return nil
 	}
-	p.unpruned.Add(1)
-}
-
-// deadLetterUnrun dead-letters a message that never ran.
-func (p *Pipeline) deadLetterUnrun(ctx context.Context, e store.Entry, note store.DeadNote) {
-	if note.MessageID == "" {
-		note.MessageID = e.ID
+	p.log.Error("revert failed", "message", m.e.ID, "err", err)
+	if rerr := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.RevertFailed) }); rerr != nil {
+		return rerr
 	}
-	p.deadLetter(ctx, e, note)
-}
-
-func (p *Pipeline) deadLetter(ctx context.Context, e store.Entry, note store.DeadNote) {
-	if _, err := p.d.Store.DeadLetter(e.File, note); err != nil && !errors.Is(err, os.ErrNotExist) {
-		p.log.Error("dead-letter", "message", e.ID, "err", err)
-	}
-	p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain,
-		Text: note.Reason + ": " + firstLine(note.Detail)})
+	m.note = &store.DeadNote{Reason: string(msgstate.RevertFailed), MessageID: m.e.ID,
+		Detail: fmt.Sprintf("Reverting to the checkpoint failed, so the working tree may not match .decree/runs/%s/manifest.json: %v\nInspect the tree (changes.diff shows the last known change), fix it, then requeue.", m.e.ID, err)}
+	return p.file(ctx, m)
 }
 
 // trigger is run.json's trigger: "inbox" for a root message, "chain" for a
@@ -387,13 +370,4 @@ func (p *Pipeline) setRunning(r *running) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.running = r
-}
-
-// routineResolveError explains a routine that cannot be used.
-func routineResolveError(name string, err error) store.DeadNote {
-	reason := "InvalidRoutine"
-	if errors.Is(err, routine.ErrRoutineNotFound) {
-		reason = "RoutineNotFound"
-	}
-	return store.DeadNote{Reason: reason, Detail: fmt.Sprintf("%v\nAdd the routine to .decree/routines/ or name another with `routine:` in the message, then requeue it.", err)}
 }

@@ -94,7 +94,7 @@ func TestFinishedRunsPruneObjects(t *testing.T) {
 	}
 
 	p := New(Deps{Store: st, Checkpoints: cp})
-	p.finishRun(ctx, run, store.OutcomeSucceeded)
+	p.finishRun(run, store.OutcomeSucceeded)
 	// Busy with more messages, one finished run does not prune yet.
 	p.pruneBusy(ctx)
 	if !cp.Store().Has(hashOf("a-try1\n")) {

@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"context"
 	"testing"
 
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/message"
 )
 
@@ -28,7 +31,7 @@ func TestRecoverFiledRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		code := 0
-		if phase == phaseExhausted {
+		if phase == "exhausted" {
 			code = 1
 		}
 		if err := run.FinishAttempt(1, code, ""); err != nil {
@@ -39,15 +42,15 @@ func TestRecoverFiledRuns(t *testing.T) {
 		}
 		return e, run
 	}
-	done, _ := mk("finished", phaseSucceeded)
+	done, _ := mk("finished", "succeeded")
 	if _, err := st.MarkDone(done.File); err != nil {
 		t.Fatal(err)
 	}
-	dead, _ := mk("failed", phaseExhausted)
+	dead, _ := mk("failed", "exhausted")
 	if _, err := st.DeadLetter(dead.File, store.DeadNote{Reason: "RetriesExhausted", MessageID: dead.ID}); err != nil {
 		t.Fatal(err)
 	}
-	pending, _ := mk("pending", phaseSucceeded)
+	pending, _ := mk("pending", "succeeded")
 	// Success recorded only by the last attempt's status (no phase).
 	plain, _ := mk("plain", "")
 	if _, err := st.MarkDone(plain.File); err != nil {
@@ -55,7 +58,7 @@ func TestRecoverFiledRuns(t *testing.T) {
 	}
 
 	p := New(Deps{Store: st})
-	p.recoverFiled()
+	p.settleFiled(context.Background())
 
 	for _, tc := range []struct {
 		id, outcome string
@@ -70,5 +73,55 @@ func TestRecoverFiledRuns(t *testing.T) {
 	}
 	if _, err := st.ReadRunRecord(pending.ID); err == nil {
 		t.Errorf("a run whose message is still in the inbox was finished")
+	}
+}
+
+// A run whose machine recorded it done, filed before run.json was written,
+// is finished through the loop's own filing step at the next start: its
+// record says succeeded and processed.md lists its spec.
+func TestSettleFiledByMachine(t *testing.T) {
+	root := t.TempDir()
+	st, err := store.Open(root, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &message.Message{HasFrontmatter: true, Body: []byte("work\n")}
+	m.Set("type", message.TypeSpec)
+	m.Set("input_file", ".decree/migrations/01-a.spec.md")
+	e, err := st.CreateMessage("a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := st.StartRun(store.RunStart{Entry: e, Routine: "develop", Trigger: "inbox", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []func(msgstate.Msg) (msgstate.Msg, error){
+		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, 1) },
+		msgstate.Checkpoint,
+		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, 1) },
+		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, 1, true) },
+		msgstate.Collect, msgstate.Complete,
+	} {
+		if _, err := run.Step(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.MarkDone(e.File); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	p := New(Deps{Store: st, Config: func() (*config.Config, error) { return cfg, nil }})
+	p.settleFiled(context.Background())
+	rec, err := st.ReadRunRecord(e.ID)
+	if err != nil || rec.Outcome != store.OutcomeSucceeded {
+		t.Fatalf("run.json: %+v, %v; want succeeded", rec, err)
+	}
+	done, err := st.Processed()
+	if err != nil || !done["01-a.spec.md"] {
+		t.Errorf("processed.md = %v, %v; want the spec listed", done, err)
+	}
+	if h := run.State().History; len(h) == 0 {
+		t.Error("state.json keeps no history of the machine's steps")
 	}
 }

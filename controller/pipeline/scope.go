@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/pkg/message"
 )
 
@@ -16,12 +15,14 @@ import (
 var ErrStopping = errors.New("the controller is stopping")
 
 // Interruption is an attempt stopped because the loop's context ended (the
-// controller shut down): the message stays queued with the attempt's
-// partial changes in the tree.
+// controller shut down): the message stays queued, the tree was put back
+// to where the attempt started (Restored; otherwise the next controller
+// does it), and the attempt runs again when the message is processed.
 type Interruption struct {
 	MessageID string
 	File      string
 	Attempt   int
+	Restored  bool
 }
 
 // scope says which chains the loop may take messages from. A loop with
@@ -50,6 +51,7 @@ func (p *Pipeline) processAll() {
 	p.mu.Lock()
 	p.scope.all = true
 	p.mu.Unlock()
+	p.d.Store.AssignChains()
 }
 
 // chainFilter returns the scheduler's chain filter: nil when the loop may
@@ -144,22 +146,4 @@ func (p *Pipeline) Interruptions() []Interruption {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]Interruption(nil), p.interrupted...)
-}
-
-// interrupt records that the loop's context ended during m's attempt:
-// the attempt is marked interrupted in state.json (not failed), and the
-// message stays queued.
-func (p *Pipeline) interrupt(m *msg) {
-	run := m.run
-	a, ok := run.Interrupted()
-	if !ok {
-		return
-	}
-	p.step(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Interrupt(v, a.N) })
-	if err := run.InterruptAttempt(a.N, "interrupted: the controller stopped during the attempt"); err != nil {
-		p.log.Error("record interrupted attempt", "message", run.ID(), "err", err)
-	}
-	p.mu.Lock()
-	p.interrupted = append(p.interrupted, Interruption{MessageID: run.ID(), File: m.e.File, Attempt: a.N})
-	p.mu.Unlock()
 }

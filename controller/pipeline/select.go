@@ -203,3 +203,12 @@ func (p *Pipeline) checkWorkers(ctx context.Context, cfg *config.Config, rt rout
 	return &store.DeadNote{Reason: "NoCapableWorker",
 		Detail: fmt.Sprintf("Routine %s cannot run here: %s.\n%s, then requeue the message.", rt.Name, why, fix)}
 }
+
+// routineResolveError explains a routine that cannot be used.
+func routineResolveError(name string, err error) store.DeadNote {
+	reason := "InvalidRoutine"
+	if errors.Is(err, routine.ErrRoutineNotFound) {
+		reason = "RoutineNotFound"
+	}
+	return store.DeadNote{Reason: reason, Detail: fmt.Sprintf("%v\nAdd the routine to .decree/routines/ or name another with `routine:` in the message, then requeue it.", err)}
+}

@@ -53,7 +53,7 @@ func (s *ControllerServer) ProcessMigrations(ctx context.Context, req *decreev1.
 	}
 	resp := &decreev1.ProcessMigrationsResponse{JobId: job, EventSequence: seq}
 	for _, m := range migs {
-		resp.Migrations = append(resp.Migrations, &decreev1.Migration{File: m.File, Processed: m.Processed})
+		resp.Migrations = append(resp.Migrations, &decreev1.Migration{File: m.File, Processed: m.Processed, QueuedMessageId: m.Queued})
 	}
 	return resp, nil
 }

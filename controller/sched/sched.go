@@ -60,6 +60,10 @@ type NextOptions struct {
 	// files that are not usable messages are then left alone (not
 	// dead-lettered), as they belong to no chain it was asked for.
 	Chains func(chain string) bool
+	// Exclude, when set, leaves messages of chains it names alone for now
+	// (queued, untouched); unlike Chains it does not change how unusable
+	// files are handled.
+	Exclude func(chain string) bool
 }
 
 // Scheduler hands out messages one at a time. It is safe for concurrent
@@ -121,7 +125,8 @@ func (s *Scheduler) Next(opts NextOptions) (Selection, error) {
 		return sel, fmt.Errorf("select next message: %w (%s)", ErrBusy, s.busy)
 	}
 	accept := func(e *store.Entry) bool {
-		return (opts.OnlyChain == "" || e.Chain == opts.OnlyChain) && (opts.Chains == nil || opts.Chains(e.Chain))
+		return (opts.OnlyChain == "" || e.Chain == opts.OnlyChain) && (opts.Chains == nil || opts.Chains(e.Chain)) &&
+			(opts.Exclude == nil || !opts.Exclude(e.Chain))
 	}
 	// handled are files refused during this call: they leave the index
 	// when dead-lettered, but not when they could only be skipped.

@@ -280,6 +280,7 @@ func (s *Store) Skip(file string) {
 		s.skipped = map[string]bool{}
 	}
 	s.skipped[file] = true
+	dropEntry(file)(&s.inbox)
 }
 
 // deadLetterLocked moves src into dead/ under file (or a free variant),

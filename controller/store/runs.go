@@ -101,13 +101,19 @@ type RunState struct {
 	Outcome  string    `json:"outcome,omitempty"`
 	ExitCode int       `json:"exit_code"`
 	Ended    time.Time `json:"ended,omitzero"`
-	// Phase is the processing loop's own marker of how far a multi-step
-	// ending got ("succeeded", "exhausted", "reverted"), so that it can
-	// finish it after a crash.
+	// Phase is read from state files of older versions only ("succeeded",
+	// "exhausted", "reverted"); the state machine (Machine) says it now.
 	Phase string `json:"phase,omitempty"`
 	// Machine is the message's state machine value (package msgstate),
 	// recorded before each step's effect.
 	Machine msgstate.Msg `json:"machine"`
+	// Reruns are the tries of attempts that were interrupted and ran
+	// again, oldest first (their logs are interrupted-K.<log name>).
+	Reruns []AttemptState `json:"reruns,omitempty"`
+	// History lists the machine's last transitions, oldest first
+	// ("running(1) -> finished(1, failed)"), so that a refused step can
+	// say how the message got where it is.
+	History []string `json:"history,omitempty"`
 }
 
 // AttemptState is one attempt in state.json.
@@ -442,6 +448,7 @@ func (r *Run) State() RunState {
 
 func cloneState(st RunState) RunState {
 	st.Attempts = append([]AttemptState(nil), st.Attempts...)
+	st.History = append([]string(nil), st.History...)
 	return st
 }
 
@@ -515,14 +522,64 @@ func (r *Run) applyStep(st *RunState, tr func(msgstate.Msg) (msgstate.Msg, error
 	if err != nil {
 		return m, err
 	}
+	if from, to := describe(m), describe(next); from != to {
+		st.History = append(st.History, from+" -> "+to)
+		if len(st.History) > historyLen {
+			st.History = append([]string(nil), st.History[len(st.History)-historyLen:]...)
+		}
+	}
 	st.Machine = next
+	if next.Max > st.MaxAttempts {
+		st.MaxAttempts = next.Max // a usage limit gave one more
+	}
 	return next, nil
 }
 
-// Machine returns the recorded state machine value.
+// historyLen is how many transitions state.json keeps.
+const historyLen = 32
+
+// describe renders a machine value for the history.
+func describe(m msgstate.Msg) string {
+	s := string(m.State)
+	switch m.State {
+	case msgstate.Running, msgstate.Interrupted:
+		s += fmt.Sprintf("(%d/%d)", m.Attempt, m.Max)
+	case msgstate.Finished:
+		how := "failed"
+		switch {
+		case m.OK && m.Collected:
+			how = "ok, collected"
+		case m.OK:
+			how = "ok"
+		case m.Limit != nil && m.Limit.Attempt == m.Attempt:
+			how = "usage limit"
+		case m.Blocked:
+			how = "blocked by beforeEach"
+		}
+		s += fmt.Sprintf("(%d/%d, %s)", m.Attempt, m.Max, how)
+	case msgstate.Reverting:
+		s += "(" + string(m.Why) + ")"
+	case msgstate.Dead:
+		s += "(" + string(m.Reason) + ")"
+	case msgstate.Done:
+		if m.Reverted {
+			s += "(reverted)"
+		}
+	}
+	if m.Cancel != "" && !m.Final() {
+		s += " cancel requested"
+	}
+	return s
+}
+
+// Machine returns the recorded state machine value (a queued message
+// when none is recorded yet).
 func (r *Run) Machine() msgstate.Msg {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.state.Machine.State == "" {
+		return msgstate.New(r.id)
+	}
 	return r.state.Machine
 }
 
@@ -566,14 +623,24 @@ func (r *Run) BeginAttempt() (AttemptState, error) {
 func (r *Run) BeginAttemptStep(tr func(msgstate.Msg) (msgstate.Msg, error)) (AttemptState, error) {
 	var a AttemptState
 	err := r.Update(func(st *RunState) error {
+		var v msgstate.Msg
 		if tr != nil {
-			if _, err := r.applyStep(st, tr); err != nil {
+			var err error
+			if v, err = r.applyStep(st, tr); err != nil {
 				return err
 			}
 		}
 		n := len(st.Attempts)
-		if _, open := interruptedAttempt(*st); open {
-			return fmt.Errorf("begin attempt of %s: attempt %d is still running; finish it first", r.id, n)
+		if last, open := interruptedAttempt(*st); open {
+			if tr == nil || last.Status != AttemptInterrupted || v.State != msgstate.Running || v.Attempt != last.N {
+				return fmt.Errorf("begin attempt of %s: attempt %d is still running; finish it first", r.id, n)
+			}
+			// The interrupted attempt runs again: it keeps its number, and
+			// the interrupted try moves to Reruns.
+			st.Reruns = append(st.Reruns, last)
+			a = AttemptState{N: last.N, Status: AttemptRunning, ExitCode: -1, Start: r.s.now(), LogName: layout.LogName("routine", last.N)}
+			st.Attempts[n-1] = a
+			return nil
 		}
 		a = AttemptState{N: n + 1, Status: AttemptRunning, ExitCode: -1, Start: r.s.now(), LogName: layout.LogName("routine", n+1)}
 		st.Attempts = append(st.Attempts, a)

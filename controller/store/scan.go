@@ -207,6 +207,27 @@ func (s *Store) loadKeyed(e *Entry, k fileKey) (fileKey, bool) {
 	return k, ok
 }
 
+// AssignChains ends DeferChains: files without a chain id get one (and
+// are rewritten with it) from the next listing on.
+func (s *Store) AssignChains() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.deferChains {
+		return
+	}
+	s.deferChains = false
+	var chainless []string
+	for _, e := range s.inbox.entries {
+		if e.Err == nil && e.Chain == "" {
+			chainless = append(chainless, e.File)
+		}
+	}
+	for _, f := range chainless {
+		dropEntry(f)(&s.inbox)
+	}
+	s.inbox.valid = false
+}
+
 // loadInbox parses and normalises e.File, assigning and persisting a
 // chain when the message has none.
 //
@@ -238,8 +259,14 @@ func (s *Store) loadInbox(e *Entry) (ok, rewrote bool) {
 	}
 	_, hasChain := m.Get("chain")
 	_, _, nameChain := message.ChainFromFileName(e.File)
-	in := message.NormalizeInput{FileName: e.File}
 	fresh := !hasChain && !nameChain
+	if fresh && s.deferChains {
+		// Listed as it is: no chain id is given (and the file is not
+		// rewritten) until chains are assigned (AssignChains).
+		e.Message = m
+		return true, false
+	}
+	in := message.NormalizeInput{FileName: e.File}
 	if fresh {
 		in.Chain = s.chains.Next()
 	}

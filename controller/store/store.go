@@ -75,6 +75,11 @@ type Options struct {
 	// directory on every listing. For a long-lived store (the
 	// controller's); Close releases the watch.
 	WatchInbox bool
+	// DeferChains leaves inbox files that have no chain id as they are
+	// (listed without an id) until AssignChains is called: a store that
+	// serves only the chains submitted to it (`decreectl run`) never
+	// rewrites messages it was not asked to run.
+	DeferChains bool
 }
 
 // Store is the .decree/ directory of one project. Its methods are safe for
@@ -90,6 +95,8 @@ type Store struct {
 
 	mu      sync.Mutex      // serialises inbox, outbox, dead/, done/ and processed.md changes
 	skipped map[string]bool // inbox files refused but not movable (Skip)
+	// deferChains: chainless inbox files are listed, not rewritten.
+	deferChains bool
 	inbox   inboxIndex      // the inbox as last listed (index.go)
 	// watch reports changes to the inbox (watch.go); nil when not wanted
 	// or not available.
@@ -119,6 +126,7 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 		log:    opts.Logger,
 		now:    opts.Now,
 		chains: opts.Chains,
+		deferChains: opts.DeferChains,
 		loc:    opts.Location,
 
 		watchWanted: opts.WatchInbox,

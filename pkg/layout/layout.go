@@ -113,6 +113,10 @@ func LogName(stream string, attempt int) string {
 	return fmt.Sprintf("%s.try-%03d.log", stream, attempt)
 }
 
+// TreeAfterName is the manifest of the tree failed attempt n left,
+// "tree-after.try-001.json": the start of attempt n+1.
+func TreeAfterName(n int) string { return fmt.Sprintf("tree-after.try-%03d.json", n) }
+
 // AttemptDiffName is the name of attempt n's own copy of the diff,
 // "changes.try-001.diff".
 func AttemptDiffName(n int) string { return fmt.Sprintf("changes.try-%03d.diff", n) }
@@ -129,7 +133,8 @@ func SocketPath(root string) string { return Path(root, Socket) }
 // controllerOwned matches run-directory names that only the controller
 // writes: the message, checkpoint, state and record files, every diff, and
 // every log the controller stores from worker streams (routine, router,
-// hook-<point>, any attempt), and the hidden temporary files of its writes
+// hook-<point>, any attempt), the trees failed attempts left, the logs of
+// interrupted attempts, the usage-limit record of older versions, and the hidden temporary files of its writes
 // ("."+name+".tmp-...", such as the spare inode state.json keeps, see
 // fsutil.RewriteFile). A worker returning one of these is refused.
 var controllerOwned = regexp.MustCompile(`^(\..+\.tmp-.*|` +
@@ -137,6 +142,7 @@ var controllerOwned = regexp.MustCompile(`^(\..+\.tmp-.*|` +
 	regexp.QuoteMeta(ManifestFile) + `|` + regexp.QuoteMeta(StateFile) + `|` + regexp.QuoteMeta(RunFile) +
 	`|` + regexp.QuoteMeta(InboxBeforeFile) + `|` + regexp.QuoteMeta(InboxBaseFile) +
 	`|changes(\.try-[0-9]+)?\.diff` +
+	`|tree-after\.try-[0-9]+\.json|interrupted-[0-9]+\..+|usage-limit\.json` +
 	`|(routine|router|hook(-[a-z]+)?)(\.try-[0-9]+|-[0-9]+)?\.log)$`)
 
 // ControllerOwned reports whether a run-directory file name is one that

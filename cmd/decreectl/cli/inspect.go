@@ -57,7 +57,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "problem     %s\n", p)
 			}
 			for _, m := range st.GetInterrupted() {
-				fmt.Fprintf(g.stdout, "interrupted %s (%s, attempt %d): partial changes in the tree; `decreectl process` resumes it, `decreectl cancel %s` reverts and drops it\n",
+				fmt.Fprintf(g.stdout, "interrupted %s (%s, attempt %d): `decreectl process` runs the attempt again from where it started, `decreectl cancel %s` reverts and drops it\n",
 					m.GetId(), m.GetName(), m.GetAttempts(), m.GetId())
 			}
 			return nil

@@ -27,8 +27,12 @@ func (g *globals) interrupted(s *session, id string) error {
 	}
 	for _, in := range stopped {
 		fmt.Fprintf(g.stderr, "decree: interrupted %s (%s) during attempt %d; its routine was stopped.\n", in.MessageID, in.File, in.Attempt)
-		fmt.Fprintf(g.stderr, "decree: the partial changes of attempt %d are still in the working tree (.decree/runs/%s/ holds its log).\n", in.Attempt, in.MessageID)
-		fmt.Fprintf(g.stderr, "decree: to resume it (attempt %d follows): decreectl process\n", in.Attempt+1)
+		if in.Restored {
+			fmt.Fprintf(g.stderr, "decree: the tree was put back to where attempt %d started; the interrupted attempt does not count (.decree/runs/%s/ keeps its log).\n", in.Attempt, in.MessageID)
+		} else {
+			fmt.Fprintf(g.stderr, "decree: the partial changes of attempt %d are still in the working tree; the next controller puts the tree back before it runs the attempt again (.decree/runs/%s/ keeps its log).\n", in.Attempt, in.MessageID)
+		}
+		fmt.Fprintf(g.stderr, "decree: to resume it (attempt %d runs again): decreectl process\n", in.Attempt)
 		fmt.Fprintf(g.stderr, "decree: to drop it, reverting the tree to its checkpoint: decreectl cancel %s\n", in.MessageID)
 	}
 	ids := make([]string, len(stopped))

@@ -35,9 +35,20 @@ func (g *globals) dryRunProcess(ctx context.Context, s *session, migs *decreev1.
 		fmt.Fprintf(g.stderr, "decree: no pending migration (%d processed)\n", processed)
 		return nil
 	}
+	queued := map[string]string{}
+	for _, m := range migs.GetMigrations() {
+		if id := m.GetQueuedMessageId(); id != "" {
+			queued[m.GetFile()] = id
+		}
+	}
 	w := g.table("MIGRATION", "ROUTINE", "PRE-CHECK")
 	for _, r := range resp.GetResults() {
-		row(w, r.GetMigration(), r.GetRoutine(), preCheckText(r))
+		name := r.GetMigration()
+		if id := queued[name]; id != "" {
+			// Not started afresh: its message in the inbox resumes.
+			name += " (queued as " + id + ", resumes)"
+		}
+		row(w, name, r.GetRoutine(), preCheckText(r))
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -615,9 +615,13 @@ type Migration struct {
 	// File name relative to the migrations directory.
 	File string `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
 	// Whether processed.md lists it.
-	Processed     bool `protobuf:"varint,2,opt,name=processed,proto3" json:"processed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Processed bool `protobuf:"varint,2,opt,name=processed,proto3" json:"processed,omitempty"`
+	// The id of this migration's message waiting in the inbox (requeued,
+	// interrupted, or waiting for a usage limit), if any: processing resumes
+	// that message instead of queuing another.
+	QueuedMessageId string `protobuf:"bytes,3,opt,name=queued_message_id,json=queuedMessageId,proto3" json:"queued_message_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Migration) Reset() {
@@ -662,6 +666,13 @@ func (x *Migration) GetProcessed() bool {
 		return x.Processed
 	}
 	return false
+}
+
+func (x *Migration) GetQueuedMessageId() string {
+	if x != nil {
+		return x.QueuedMessageId
+	}
+	return ""
 }
 
 // ProcessMigrationsResponse lists the migrations and the started job.
@@ -3093,10 +3104,11 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\aoutcome\x18\x04 \x01(\v2\x19.decree.v1.MessageOutcomeH\x00R\aoutcomeB\x06\n" +
 	"\x04item\"3\n" +
 	"\x18ProcessMigrationsRequest\x12\x17\n" +
-	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"=\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"i\n" +
 	"\tMigration\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x1c\n" +
-	"\tprocessed\x18\x02 \x01(\bR\tprocessed\"\x8f\x01\n" +
+	"\tprocessed\x18\x02 \x01(\bR\tprocessed\x12*\n" +
+	"\x11queued_message_id\x18\x03 \x01(\tR\x0fqueuedMessageId\"\x8f\x01\n" +
 	"\x19ProcessMigrationsResponse\x124\n" +
 	"\n" +
 	"migrations\x18\x01 \x03(\v2\x14.decree.v1.MigrationR\n" +

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
+)
+
+// An interrupted attempt is not a failed one (issue #21): the tree goes
+// back to where the attempt started and the same attempt runs again,
+// without using up the message's attempts.
+
+// stopOnceRoutine writes half its work, then, the first time only, waits to
+// be stopped; run again it does all of its work. It records each attempt
+// (outside the tracked tree).
+const stopOnceRoutine = `echo "$message_id $DECREE_ATTEMPT/$DECREE_MAX_ATTEMPTS" >> .decree/ran.txt
+echo "working on $message_id"
+for i in $(seq 1 60); do
+  echo "line $i" >> out.txt
+  if [ "$i" = 10 ] && [ ! -e .decree/stopped-once ]; then
+    touch .decree/at-ten
+    sleep 120
+  fi
+done`
+
+// TestCtrlCKeepsTheLastAttempt: with max_retries 1, Ctrl-C of `run` during
+// the only attempt, then `process`, runs attempt 1 again from a clean tree
+// and the message is done (it was dead-lettered RetriesExhausted before).
+func TestCtrlCKeepsTheLastAttempt(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+	p.routine("develop", "", stopOnceRoutine)
+	p.write("keep.txt", "kept\n")
+	run := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "work", "-p", "x")
+	testtool.WaitFor(t, 30*time.Second, "the routine to reach line 10", func() bool { return p.exists(".decree/at-ten") })
+	p.write(".decree/stopped-once", "")
+	run.Signal(syscall.SIGINT)
+	if code := run.Wait(t, 20*time.Second); code != 130 {
+		t.Fatalf("interrupted run exited %d, want 130\n%s", code, run.Out)
+	}
+	if p.exists("out.txt") {
+		t.Errorf("the interrupted attempt's out.txt is still in the tree:\n%s", p.read("out.txt"))
+	}
+	r := p.ctl("", "process")
+	mustCode(t, r, 0)
+	id := p.onlyRun()
+	if got := p.messages(".decree/inbox/done"); len(got) != 1 {
+		t.Fatalf("done = %v, want work.md\n%s", got, r)
+	}
+	if lines := strings.Count(p.read("out.txt"), "\n"); lines != 60 {
+		t.Errorf("out.txt has %d lines, want 60 (the rerun built on the interrupted attempt's work)", lines)
+	}
+	if got := p.read(".decree/ran.txt"); got != id+" 1/1\n"+id+" 1/1\n" {
+		t.Errorf("attempts run:\n%swant attempt 1 of 1, twice", got)
+	}
+	rj := p.runJSON(id)
+	if rj.Outcome != "succeeded" || rj.Attempts != 1 || rj.MaxAttempts != 1 {
+		t.Errorf("run.json: outcome %s, attempts %d of %d; want succeeded, 1 of 1", rj.Outcome, rj.Attempts, rj.MaxAttempts)
+	}
+	if !p.exists(".decree/runs/" + id + "/interrupted-1.routine.log") {
+		t.Errorf("the interrupted attempt's log was not kept: %v", p.list(".decree/runs/"+id))
+	}
+	contains(t, "keep.txt", p.read("keep.txt"), "kept")
+}
+
+// TestCleanStopRerunsTheAttempt: SIGTERM to decree-controller during an
+// attempt (a separate worker runs it) puts the tree back, and the next
+// controller runs the same attempt again: the result has exactly the
+// routine's 60 lines, with max_retries 1 and with 3.
+func TestCleanStopRerunsTheAttempt(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	for _, max := range []string{"1", "3"} {
+		t.Run("max_retries="+max, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, binary, "max_retries: "+max+"\ndefault_routine: develop\n")
+			p.routine("develop", "", stopOnceRoutine)
+			p.write(".decree/inbox/work.md", "do the work\n")
+			ctl := startController(t, p)
+			startWorker(t, p, "w1")
+			testtool.WaitFor(t, 30*time.Second, "the routine to reach line 10", func() bool { return p.exists(".decree/at-ten") })
+			p.write(".decree/stopped-once", "")
+			ctl.Signal(syscall.SIGTERM)
+			if code := ctl.Wait(t, 20*time.Second); code != 0 {
+				t.Errorf("decree-controller exited %d after SIGTERM, want 0\n%s", code, ctl.Out)
+			}
+			if p.exists("out.txt") {
+				t.Errorf("the interrupted attempt's out.txt is still in the tree")
+			}
+			id := p.onlyRun()
+			contains(t, "state.json", p.read(".decree/runs/"+id+"/state.json"), `"state": "interrupted"`)
+			startController(t, p)
+			startWorker(t, p, "w2")
+			testtool.WaitFor(t, 60*time.Second, "the message to be done", func() bool { return len(p.messages(".decree/inbox/done")) == 1 })
+			if lines := strings.Count(p.read("out.txt"), "\n"); lines != 60 {
+				t.Errorf("out.txt has %d lines, want 60", lines)
+			}
+			want := id + " 1/" + max + "\n" + id + " 1/" + max + "\n"
+			if got := p.read(".decree/ran.txt"); got != want {
+				t.Errorf("attempts run:\n%swant\n%s", got, want)
+			}
+			if dead := p.messages(".decree/inbox/dead"); len(dead) != 0 {
+				t.Errorf("dead = %v", dead)
+			}
+		})
+	}
+}
+
+// TestMigrationOnceAfterRequeueOrInterrupt: a migration whose message is
+// back in the inbox (requeued from dead/, or interrupted by Ctrl-C) is
+// resumed by the next `process`, never queued a second time; the dry run
+// says so.
+func TestMigrationOnceAfterRequeueOrInterrupt(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	t.Run("requeue", func(t *testing.T) {
+		t.Parallel()
+		p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+		p.routine("develop", "", `echo "$message_id" >> .decree/ran.txt
+[ -e .decree/fixed ] || exit 1
+echo ok > "$(basename "$spec_file" .spec.md).out"`)
+		p.write(".decree/migrations/01-a.spec.md", "first\n")
+		p.write(".decree/migrations/02-b.spec.md", "second\n")
+		mustCode(t, p.ctl("", "process"), 1)
+		dead := p.messages(".decree/inbox/dead")
+		if len(dead) != 1 {
+			t.Fatalf("dead = %v, want the first migration", dead)
+		}
+		id := strings.Fields(p.read(".decree/ran.txt"))[0]
+		p.write(".decree/fixed", "")
+		mustCode(t, p.ctl("", "requeue", id), 0)
+		dry := p.ctl("", "process", "--dry-run")
+		contains(t, "dry run", dry.stdout, "01-a.spec.md (queued as "+id+", resumes)")
+		r := p.ctl("", "process")
+		mustCode(t, r, 0)
+		ran := strings.Fields(p.read(".decree/ran.txt"))
+		if len(ran) != 3 || ran[0] != id || ran[1] != id || ran[2] == id {
+			t.Errorf("routine ran for %v, want %s twice (failed, then requeued) and then the second migration once\n%s", ran, id, r)
+		}
+		contains(t, "processed.md", p.read(".decree/processed.md"), "01-a.spec.md")
+		contains(t, "processed.md", p.read(".decree/processed.md"), "02-b.spec.md")
+	})
+	t.Run("interrupt", func(t *testing.T) {
+		t.Parallel()
+		p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+		p.routine("develop", "", stopOnceRoutine)
+		p.write(".decree/migrations/01-a.spec.md", "first\n")
+		run := start(t, p.dir, "decreectl", "-C", p.dir, "process")
+		testtool.WaitFor(t, 30*time.Second, "the routine to reach line 10", func() bool { return p.exists(".decree/at-ten") })
+		p.write(".decree/stopped-once", "")
+		run.Signal(syscall.SIGINT)
+		if code := run.Wait(t, 20*time.Second); code != 130 {
+			t.Fatalf("interrupted process exited %d, want 130\n%s", code, run.Out)
+		}
+		id := p.onlyRun()
+		dry := p.ctl("", "process", "--dry-run")
+		contains(t, "dry run", dry.stdout, "(queued as "+id+", resumes)")
+		mustCode(t, p.ctl("", "process"), 0)
+		if runs := p.runs(); len(runs) != 1 {
+			t.Errorf("runs = %v, want the one message of the migration", runs)
+		}
+		if got := p.read(".decree/ran.txt"); got != id+" 1/1\n"+id+" 1/1\n" {
+			t.Errorf("attempts run:\n%swant attempt 1 of %s twice", got, id)
+		}
+		if lines := strings.Count(p.read("out.txt"), "\n"); lines != 60 {
+			t.Errorf("out.txt has %d lines, want 60", lines)
+		}
+	})
+}
