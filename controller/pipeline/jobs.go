@@ -42,8 +42,8 @@ type job struct {
 	drainDead int             // messages of those chains dead-lettered since
 	// drainBad are the inbox files that were unreadable when the job
 	// started (no chain yet): they are dead-lettered as the job runs.
-	drainBad  map[string]bool
-	pending   []string
+	drainBad map[string]bool
+	pending  []string
 	// adopted maps a pending migration to its message already queued in
 	// the inbox, which the job runs in the migration's turn instead of a
 	// new one; held are those messages' chains, which the loop leaves

@@ -97,7 +97,7 @@ type Store struct {
 	skipped map[string]bool // inbox files refused but not movable (Skip)
 	// deferChains: chainless inbox files are listed, not rewritten.
 	deferChains bool
-	inbox   inboxIndex      // the inbox as last listed (index.go)
+	inbox       inboxIndex // the inbox as last listed (index.go)
 	// watch reports changes to the inbox (watch.go); nil when not wanted
 	// or not available.
 	watch       *inboxWatch
@@ -121,13 +121,13 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open decree store: resolve project directory %q: %w", projectRoot, err)
 	}
 	s := &Store{
-		root:   abs,
-		dir:    filepath.Join(abs, layout.Dir),
-		log:    opts.Logger,
-		now:    opts.Now,
-		chains: opts.Chains,
+		root:        abs,
+		dir:         filepath.Join(abs, layout.Dir),
+		log:         opts.Logger,
+		now:         opts.Now,
+		chains:      opts.Chains,
 		deferChains: opts.DeferChains,
-		loc:    opts.Location,
+		loc:         opts.Location,
 
 		watchWanted: opts.WatchInbox,
 	}
