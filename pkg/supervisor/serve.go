@@ -50,7 +50,7 @@ func serve() int {
 		unix.CloseOnExec(fd) // neither may reach the routine
 	}
 	report := os.NewFile(reportFD, "report")
-	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)
+	ignoreSignals()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(report, "E make the attempt supervisor a child subreaper: %v\n", err)
 		return 1
@@ -109,6 +109,27 @@ func serve() int {
 	s.reapAll()
 	fmt.Fprintf(report, "R %d\n", uint32(status))
 	return 0
+}
+
+// ignoreSignals makes the supervisor deaf to the signals a terminal or a
+// closed pipe would send it (the worker tells it what to do), without
+// passing that on to the routine: a signal ignored with signal.Ignore
+// stays ignored across fork and exec, so a routine would start with
+// SIGPIPE ignored (`yes | head -1` printing "Broken pipe") or, when decree
+// was started in the background by a script (SIGINT and SIGQUIT ignored)
+// or under nohup (SIGHUP), unable to be interrupted. Signals delivered to
+// a channel instead are reset to their default in the child (the Go
+// runtime resets every signal it handles when it forks), so the routine
+// starts with every disposition at its default. Its signal mask is the
+// one decree was started with: Go blocks no signal in the processes it
+// starts.
+func ignoreSignals() {
+	sink := make(chan os.Signal, 8)
+	signal.Notify(sink, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)
+	go func() {
+		for range sink {
+		}
+	}()
 }
 
 // readRequest reads the first line from the control socket with the

@@ -197,7 +197,13 @@ func helper(t *testing.T, script string) *exec.Cmd {
 	t.Helper()
 	testtool.Require(t, "bash")
 	testtool.Require(t, "setsid")
-	cmd := exec.Command(os.Args[0])
+	return startHelper(t, exec.Command(os.Args[0]), script)
+}
+
+// startHelper starts cmd, which runs this test binary, as a worker
+// supervising script and returns it once the routine runs.
+func startHelper(t *testing.T, cmd *exec.Cmd, script string) *exec.Cmd {
+	t.Helper()
 	cmd.Env = append(os.Environ(), helperEnv+"="+script)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
