@@ -22,6 +22,9 @@ import (
 // routine (helperWorker), so tests can kill -9 or SIGSTOP that worker.
 const helperEnv = "SUPERVISOR_TEST_WORKER"
 
+// fallbackEnv makes that worker use the process-group fallback.
+const fallbackEnv = "SUPERVISOR_TEST_FALLBACK"
+
 func TestMain(m *testing.M) {
 	if script := os.Getenv(helperEnv); script != "" {
 		helperWorker(script)
@@ -33,6 +36,7 @@ func TestMain(m *testing.M) {
 // helperWorker supervises `bash -c script` under a lease of 400ms that it
 // renews every 50ms, prints "ready" and waits forever.
 func helperWorker(script string) {
+	useFallback = os.Getenv(fallbackEnv) != ""
 	lease := NewLease(time.Now().Add(400 * time.Millisecond))
 	p, err := Start(Spec{Path: "/bin/bash", Args: []string{"-c", script}, Env: os.Environ(), Grace: time.Second, Fence: &Fence{Lease: lease}})
 	if err != nil {
