@@ -130,8 +130,7 @@ func SocketPath(root string) string { return Path(root, Socket) }
 // writes: the message, checkpoint, state and record files, every diff, and
 // every log the controller stores from worker streams (routine, router,
 // hook-<point>, any attempt), and the hidden temporary files of its writes
-// ("."+name+".tmp-...", such as the spare inode state.json keeps, see
-// fsutil.RewriteFile). A worker returning one of these is refused.
+// ("."+name+".tmp-..."). A worker returning one of these is refused.
 var controllerOwned = regexp.MustCompile(`^(\..+\.tmp-.*|` +
 	regexp.QuoteMeta(MessageFile) + `|` + regexp.QuoteMeta(FailureContextFile) + `|` +
 	regexp.QuoteMeta(ManifestFile) + `|` + regexp.QuoteMeta(StateFile) + `|` + regexp.QuoteMeta(RunFile) +
