@@ -136,10 +136,9 @@ func (m *Manager) writeJournalLocked() {
 		j.Leases = []journalEntry{}
 	}
 	b, _ := json.Marshal(j)
-	// Rewritten without fsync: it must survive the controller's crash,
-	// not the machine's (whose local workers die with it), and it is
-	// written twice per attempt, so it reuses its inodes too.
-	if err := fsutil.RewriteFile(m.opts.Journal, append(b, '\n'), 0o644); err != nil {
+	// Replaced without fsync: it must survive the controller's crash,
+	// not the machine's (whose local workers die with it).
+	if err := fsutil.ReplaceFileUnsynced(m.opts.Journal, append(b, '\n'), 0o644); err != nil {
 		m.log.Error("could not write the lease journal; a restart after a crash may not wait for running attempts", "path", m.opts.Journal, "err", err)
 	}
 }

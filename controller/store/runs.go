@@ -332,23 +332,16 @@ func (s *Store) UnfinishedRuns() []string {
 }
 
 func readState(dir string) (RunState, error) {
+	// state.json is replaced by rename: a read sees one complete version.
 	var st RunState
-	var err error
-	// state.json is rewritten in place of a spare inode (fsutil.RewriteFile):
-	// a read that raced two rewrites can be torn, and reading again gets
-	// the complete content. A file still unparsable is damaged.
-	for try := 0; try < 3; try++ {
-		var data []byte
-		data, err = os.ReadFile(filepath.Join(dir, layout.StateFile))
-		if err != nil {
-			return st, err
-		}
-		st = RunState{}
-		if err = json.Unmarshal(data, &st); err == nil {
-			return st, nil
-		}
+	data, err := os.ReadFile(filepath.Join(dir, layout.StateFile))
+	if err != nil {
+		return st, err
 	}
-	return st, fmt.Errorf("%w: %s of run %s cannot be read (%v); move the run directory away to start the message afresh", ErrDamaged, layout.StateFile, filepath.Base(dir), err)
+	if err := json.Unmarshal(data, &st); err != nil {
+		return RunState{}, fmt.Errorf("%w: %s of run %s cannot be read (%v); move the run directory away to start the message afresh", ErrDamaged, layout.StateFile, filepath.Base(dir), err)
+	}
+	return st, nil
 }
 
 // ID is the message id.
@@ -477,7 +470,7 @@ func (r *Run) saveLocked(st RunState) error {
 		return fmt.Errorf("save run state %s: %w", r.id, err)
 	}
 	p := filepath.Join(r.dir, layout.StateFile)
-	if err := fsutil.RewriteFile(p, append(data, '\n'), 0o644); err != nil {
+	if err := fsutil.ReplaceFileUnsynced(p, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("save run state %s: %w", r.id, err)
 	}
 	r.markUnsyncedLocked(p)

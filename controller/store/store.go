@@ -238,9 +238,7 @@ func (s *Store) recover() error {
 			return fmt.Errorf("open decree store: list %s: %w", d, err)
 		}
 		for _, e := range ents {
-			// A rewritten file's spare (fsutil.RewriteFile) is kept for
-			// the next rewrite, not a leftover.
-			if e.Type().IsRegular() && isTemp(e.Name()) && !strings.HasSuffix(e.Name(), fsutil.SpareSuffix) {
+			if e.Type().IsRegular() && isTemp(e.Name()) {
 				p := filepath.Join(d, e.Name())
 				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return fmt.Errorf("open decree store: remove leftover temporary file %s: %w", p, err)

@@ -1,9 +1,11 @@
 package fsutil
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,5 +269,45 @@ func TestOpenFileNoFollow(t *testing.T) {
 			f.Close()
 		}
 		t.Errorf("a directory: %v, want ErrUnsafePath", err)
+	}
+}
+
+// A reader of a file that ReplaceFileUnsynced rewrites over and over sees
+// one complete version each time, never a mix or a partial one, with no
+// retry (what state.json and leases.json readers rely on).
+func TestReplaceFileUnsyncedNoTornReads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	versions := [][]byte{bytes.Repeat([]byte("a"), 3000), bytes.Repeat([]byte("b"), 100), bytes.Repeat([]byte("c"), 9000)}
+	if err := ReplaceFileUnsynced(path, versions[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			if err := ReplaceFileUnsynced(path, versions[i%len(versions)], 0o644); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			if reads == 0 {
+				t.Fatal("no read raced the writes")
+			}
+			return
+		default:
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(versions, func(v []byte) bool { return bytes.Equal(v, b) }) {
+			t.Fatalf("read %d bytes that are no complete version", len(b))
+		}
+		reads++
 	}
 }

@@ -134,9 +134,9 @@ func SocketPath(root string) string { return Path(root, Socket) }
 // writes: the message, checkpoint, state and record files, every diff, and
 // every log the controller stores from worker streams (routine, router,
 // hook-<point>, any attempt), the trees failed attempts left, the logs of
-// interrupted attempts, the usage-limit record of older versions, and the hidden temporary files of its writes
-// ("."+name+".tmp-...", such as the spare inode state.json keeps, see
-// fsutil.RewriteFile). A worker returning one of these is refused.
+// interrupted attempts, the usage-limit record of older versions, and the
+// hidden temporary files of its writes ("."+name+".tmp-..."). A worker
+// returning one of these is refused.
 var controllerOwned = regexp.MustCompile(`^(\..+\.tmp-.*|` +
 	regexp.QuoteMeta(MessageFile) + `|` + regexp.QuoteMeta(FailureContextFile) + `|` +
 	regexp.QuoteMeta(ManifestFile) + `|` + regexp.QuoteMeta(StateFile) + `|` + regexp.QuoteMeta(RunFile) +

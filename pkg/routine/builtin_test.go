@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/config"
@@ -126,7 +127,16 @@ func TestGitHooksInRepository(t *testing.T) {
 	git(t, root, "init", "-q")
 	git(t, root, "config", "user.email", "t@example.com")
 	git(t, root, "config", "user.name", "t")
+	// Status changes (ctime) are not trusted, as on many file systems
+	// shared with other systems: only mtime and size tell an edit.
+	git(t, root, "config", "core.trustctime", "false")
 	os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644)
+	// Written well before the commit, so the index entry is not racily
+	// clean from the start (git would then always read the file).
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(root, "a.txt"), hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
 	os.WriteFile(filepath.Join(root, ".gitignore"), []byte("*.log\n"), 0o644)
 	git(t, root, "add", "a.txt", ".gitignore")
 	git(t, root, "commit", "-qm", "start")
@@ -138,7 +148,17 @@ func TestGitHooksInRepository(t *testing.T) {
 			t.Fatalf("git-baseline: %v\n%s", err, out)
 		}
 		// The "routine": edits a tracked file, adds an untracked one and an ignored one.
+		// The edit keeps the size and lands in the same instant as the
+		// index was written (on purpose, as happens by chance within
+		// one second): only git's racy-clean check, which compares the
+		// index file's own mtime, can tell it from an unchanged file.
+		same := statMtime(t, filepath.Join(root, "a.txt"))
 		os.WriteFile(filepath.Join(root, "a.txt"), []byte(content), 0o644)
+		for _, p := range []string{"a.txt", ".git/index"} {
+			if err := os.Chtimes(filepath.Join(root, p), same, same); err != nil {
+				t.Fatal(err)
+			}
+		}
 		os.WriteFile(filepath.Join(root, "new-"+n+".txt"), []byte("new\n"), 0o644)
 		os.WriteFile(filepath.Join(root, "noise.log"), []byte("x\n"), 0o644)
 		out, err := runHook(t, lib, root, "git-stash-changes", append(env, "DECREE_HOOK=afterEach", "DECREE_ROUTINE_EXIT_CODE=1")...)
@@ -181,6 +201,15 @@ func TestGitHooksInRepository(t *testing.T) {
 	if b := readFile(t, filepath.Join(root, "a.txt")); b != "three\n" {
 		t.Errorf("a.txt = %q, want the attempt's content", b)
 	}
+}
+
+func statMtime(t *testing.T, path string) time.Time {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.ModTime()
 }
 
 func TestGitHooksOutsideRepository(t *testing.T) {

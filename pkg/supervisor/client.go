@@ -14,8 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Spec is one process to run under a supervisor.
@@ -56,153 +54,48 @@ type Process struct {
 	err    error
 }
 
-// Start starts s under a supervisor (this binary, see the package
+// Start starts s under a supervisor of its own (see the package
 // documentation). It returns once the routine's main process runs, or
 // with an error saying why it could not be started.
 //
-// The supervisor is usually one started ahead of need (a spare): starting
-// a Go program costs a few milliseconds, which would otherwise be paid by
-// every attempt, hook and router call. A spare waits, running nothing,
-// for the one request it will serve; the routine's standard descriptors
-// and the worker's process lock reach it with the request (SCM_RIGHTS),
-// so the spare needs nothing of the attempt when it starts. After each
-// Start the next spare is started in the background. A spare whose worker
-// exits reads end-of-file and exits without running anything.
+// One Start starts one supervisor, which starts the routine at most once:
+// when the supervisor cannot be started or ends without reporting the
+// routine started, Start fails and never tries again, since the routine
+// may have run. (Supervisors used to be started ahead of need and a
+// request that met a dead one was sent again to a fresh one; a supervisor
+// that died after starting the routine, before its report, so ran the
+// routine twice. Starting on demand costs about 1.5 ms per attempt with
+// decree-supervisor beside the executable.)
 func Start(s Spec) (*Process, error) {
-	if sp := takeSpare(); sp != nil {
-		p, err := sp.run(s)
-		refill()
-		if err == nil || !errors.Is(err, errSpareGone) {
-			return p, err
-		}
-		// The spare died while waiting (killed by someone): start afresh.
+	req := request{Path: s.Path, Args: append([]string{s.Path}, s.Args...), Dir: s.Dir, Env: s.Env, Grace: s.Grace, Fallback: useFallback}
+	var lease *Lease
+	if s.Fence != nil && s.Fence.Lease != nil {
+		lease = s.Fence.Lease
+		req.Deadline, _ = lease.current()
 	}
-	sp, err := spawn()
+	req.Hold = s.Fence != nil && s.Fence.Hold != nil
+	line, err := json.Marshal(req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode the process to supervise: %w", err)
 	}
-	refill()
-	p, err := sp.run(s)
-	if errors.Is(err, errSpareGone) {
-		return nil, fmt.Errorf("the attempt supervisor exited before it was told what to run: %w", err)
-	}
-	return p, err
-}
+	line = append(line, '\n')
 
-// errSpareGone is returned (wrapped) by run when the supervisor could not
-// be given the request.
-var errSpareGone = errors.New("supervisor not reachable")
-
-// spare is a supervisor process that waits for its request.
-type spare struct {
-	cmd  *exec.Cmd
-	ctrl *os.File // the worker's end of the control socket
-	rep  *os.File // the read end of the report pipe
-}
-
-var spares struct {
-	mu   sync.Mutex
-	next *spare
-	// filling is closed when the spare being started is in next (or
-	// failed); nil when none is being started.
-	filling chan struct{}
-}
-
-// takeSpare returns the waiting spare, waiting for the one being started
-// if there is one (it is further along than a new one would be); nil when
-// there is none.
-func takeSpare() *spare {
-	spares.mu.Lock()
-	if sp := spares.next; sp != nil {
-		spares.next = nil
-		spares.mu.Unlock()
-		return sp
-	}
-	filling := spares.filling
-	spares.mu.Unlock()
-	if filling == nil {
-		return nil
-	}
-	<-filling
-	spares.mu.Lock()
-	defer spares.mu.Unlock()
-	sp := spares.next
-	spares.next = nil
-	return sp
-}
-
-// refill starts the next spare in the background unless one waits or is
-// being started.
-func refill() {
-	spares.mu.Lock()
-	defer spares.mu.Unlock()
-	if spares.next != nil || spares.filling != nil {
-		return
-	}
-	filling := make(chan struct{})
-	spares.filling = filling
-	go func() {
-		sp, err := spawn()
-		spares.mu.Lock()
-		defer spares.mu.Unlock()
-		spares.filling = nil
-		defer close(filling)
+	stdio := []*os.File{s.Stdin, s.Stdout, s.Stderr}
+	for i, f := range stdio {
+		if f != nil {
+			continue
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 		if err != nil {
-			return // the next Start spawns one itself and reports the error
+			return nil, fmt.Errorf("open %s for the routine: %w", os.DevNull, err)
 		}
-		if spares.next != nil {
-			sp.discard()
-			return
-		}
-		spares.next = sp
-	}()
-}
-
-// Protocol names the request and report format between a worker and its
-// supervisors; a separate decree-supervisor program is used only when it
-// prints the same with --protocol.
-const Protocol = "decree-attempt-supervisor/1"
-
-// program is what spawn starts: decree-supervisor beside the running
-// executable when it speaks Protocol (a small program starts several
-// times faster than a worker's whole executable, and a supervisor starts
-// for every attempt), else the running executable itself, which serves
-// as a supervisor through this package's init function.
-var program = sync.OnceValue(func() string {
-	exe, err := os.Executable()
+		defer null.Close()
+		stdio[i] = null
+	}
+	ctrlR, ctrlW, err := os.Pipe()
 	if err != nil {
-		return selfExe
+		return nil, fmt.Errorf("create supervisor control pipe: %w", err)
 	}
-	return programBeside(exe)
-})
-
-// selfExe starts the running executable again.
-const selfExe = "/proc/self/exe"
-
-// programBeside returns decree-supervisor in exe's directory when it
-// prints Protocol when asked, else selfExe.
-func programBeside(exe string) string {
-	sibling := filepath.Join(filepath.Dir(exe), "decree-supervisor")
-	if sibling == exe {
-		return selfExe
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, sibling, "--protocol").Output()
-	if err != nil || strings.TrimSpace(string(out)) != Protocol {
-		return selfExe
-	}
-	return sibling
-}
-
-// spawn starts a supervisor that waits for its request on a control
-// socket (descriptor 3) and reports on a pipe (descriptor 4).
-func spawn() (*spare, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("create supervisor control socket: %w", err)
-	}
-	ctrlW, ctrlR := os.NewFile(uintptr(fds[0]), "supervisor control"), os.NewFile(uintptr(fds[1]), "supervisor control")
 	repR, repW, err := os.Pipe()
 	if err != nil {
 		ctrlR.Close()
@@ -212,7 +105,10 @@ func spawn() (*spare, error) {
 	cmd := exec.Command(program())
 	cmd.Args = []string{"decree-attempt-supervisor"}
 	cmd.Env = append(os.Environ(), envKey+"=1")
-	cmd.ExtraFiles = []*os.File{ctrlR, repW}
+	cmd.ExtraFiles = append([]*os.File{ctrlR, repW}, stdio...)
+	if req.Hold {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.Fence.Hold)
+	}
 	// Its own process group: a signal to the worker's group (Ctrl-C)
 	// must not reach it; the worker tells it what to do.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -224,100 +120,70 @@ func spawn() (*spare, error) {
 		repR.Close()
 		return nil, fmt.Errorf("start the attempt supervisor: %w", err)
 	}
-	return &spare{cmd: cmd, ctrl: ctrlW, rep: repR}, nil
-}
-
-// discard ends a spare that will not be used.
-func (sp *spare) discard() {
-	sp.ctrl.Close()
-	sp.rep.Close()
-	go func() { _ = sp.cmd.Wait() }()
-}
-
-// run sends s to the spare and waits until the routine runs.
-func (sp *spare) run(s Spec) (*Process, error) {
-	req := request{Path: s.Path, Args: append([]string{s.Path}, s.Args...), Dir: s.Dir, Env: s.Env, Grace: s.Grace}
-	var lease *Lease
-	if s.Fence != nil && s.Fence.Lease != nil {
-		lease = s.Fence.Lease
-		req.Deadline, _ = lease.current()
-	}
-	files := []*os.File{s.Stdin, s.Stdout, s.Stderr}
-	for i, f := range files {
-		if f != nil {
-			continue
-		}
-		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-		if err != nil {
-			sp.discard()
-			return nil, fmt.Errorf("open %s for the routine: %w", os.DevNull, err)
-		}
-		defer null.Close()
-		files[i] = null
-	}
-	if s.Fence != nil && s.Fence.Hold != nil {
-		files = append(files, s.Fence.Hold)
-		req.Hold = true
-	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		sp.discard()
-		return nil, fmt.Errorf("encode the process to supervise: %w", err)
-	}
-	line = append(line, '\n')
-	if err := sendWithFiles(sp.ctrl, line, files); err != nil {
-		sp.discard()
-		return nil, fmt.Errorf("%w: send the request: %v", errSpareGone, err)
-	}
-	p := &Process{cmd: sp.cmd, ctrl: sp.ctrl, done: make(chan struct{})}
-	rep := bufio.NewReader(sp.rep)
+	// A supervisor that died makes the write fail (EPIPE), not block.
+	_, err = ctrlW.Write(line)
+	rep := bufio.NewReader(repR)
 	first, rerr := rep.ReadString('\n')
-	if rerr != nil || !strings.HasPrefix(first, "S ") {
-		sp.ctrl.Close()
-		sp.rep.Close()
-		_ = sp.cmd.Wait()
+	if err != nil || rerr != nil || !strings.HasPrefix(first, "S ") {
+		// Never started again: the routine may have run. The supervisor
+		// is killed (its routine with it, by its parent-death signal
+		// where there is one) and reaped.
+		ctrlW.Close()
+		repR.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		switch {
 		case strings.HasPrefix(first, "E "):
 			return nil, errors.New(strings.TrimSpace(first[2:]))
-		case first == "":
-			return nil, fmt.Errorf("%w: no report (%v)", errSpareGone, rerr)
 		default:
-			return nil, fmt.Errorf("the attempt supervisor did not start %s (%v): %s", s.Path, rerr, strings.TrimSpace(first))
+			return nil, fmt.Errorf("the attempt supervisor ended without saying whether it started %s (%v); not started again, as it may have run", s.Path, errors.Join(err, rerr))
 		}
 	}
+	p := &Process{cmd: cmd, ctrl: ctrlW, done: make(chan struct{})}
 	p.pid, _ = strconv.Atoi(strings.TrimSpace(first[2:]))
-	go p.wait(rep, sp.rep)
+	go p.wait(rep, repR)
 	if lease != nil {
 		go p.follow(lease)
 	}
 	return p, nil
 }
 
-// sendWithFiles writes b to the socket f with files attached to its first
-// byte (SCM_RIGHTS), the rest of b as plain writes.
-func sendWithFiles(f *os.File, b []byte, files []*os.File) error {
-	fds := make([]int, len(files))
-	for i, file := range files {
-		fds[i] = int(file.Fd())
-	}
-	rc, err := f.SyscallConn()
+// useFallback makes supervisors use the portable process-group fallback
+// even where the kernel offers more (tests of the fallback on Linux).
+var useFallback = false
+
+// Protocol names the request and report format between a worker and its
+// supervisors; a separate decree-supervisor program is used only when it
+// prints the same with --protocol.
+const Protocol = "decree-attempt-supervisor/2"
+
+// program is what Start starts: decree-supervisor beside the running
+// executable when it speaks Protocol (a small program starts several
+// times faster than a worker's whole executable, and a supervisor starts
+// for every attempt), else the running executable itself, which serves
+// as a supervisor through this package's init function.
+var program = sync.OnceValue(func() string {
+	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return selfExe()
 	}
-	var n int
-	var serr error
-	err = rc.Write(func(fd uintptr) bool {
-		n, serr = unix.SendmsgN(int(fd), b, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
-		return serr != unix.EAGAIN
-	})
-	if err == nil {
-		err = serr
+	return programBeside(exe)
+})
+
+// programBeside returns decree-supervisor in exe's directory when it
+// prints Protocol when asked, else selfExe().
+func programBeside(exe string) string {
+	sibling := filepath.Join(filepath.Dir(exe), "decree-supervisor")
+	if sibling == exe {
+		return selfExe()
 	}
-	if err != nil {
-		return err
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, sibling, "--protocol").Output()
+	if err != nil || strings.TrimSpace(string(out)) != Protocol {
+		return selfExe()
 	}
-	_, err = f.Write(b[n:])
-	return err
+	return sibling
 }
 
 // wait reads the final report, then reaps the supervisor.

@@ -2,11 +2,8 @@ package supervisor
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -29,10 +26,12 @@ type request struct {
 	Grace time.Duration `json:"grace"`
 	// Deadline is the first lease deadline (CLOCK_MONOTONIC ns; 0: none).
 	Deadline int64 `json:"deadline"`
-	// Hold says that a fourth descriptor came with the request after the
-	// routine's stdin, stdout and stderr: the worker's process lock, held
-	// until the supervisor exits.
+	// Hold says that the worker's process lock came as descriptor
+	// holdFD, held until the supervisor exits.
 	Hold bool `json:"hold,omitempty"`
+	// Fallback asks for the portable process-group fallback even where
+	// the kernel offers a subreaper (tests of the fallback).
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // command is one control line after the request.
@@ -43,45 +42,34 @@ type command struct {
 
 // serve is the supervisor's main function; it returns the exit code.
 func serve() int {
-	// The main process gets a parent-death signal, which Linux ties to the
-	// thread that forked it: keep this goroutine on one thread for good.
+	// The main process gets a parent-death signal where there is one,
+	// which Linux ties to the thread that forked it: keep this goroutine
+	// on one thread for good.
 	runtime.LockOSThread()
-	for _, fd := range []int{ctrlFD, reportFD} {
-		unix.CloseOnExec(fd) // neither may reach the routine
+	for _, fd := range []int{ctrlFD, reportFD, stdinFD, stdoutFD, stderrFD, holdFD} {
+		unix.CloseOnExec(fd) // none may reach the routine but as its 0, 1, 2
 	}
 	report := os.NewFile(reportFD, "report")
-	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		fmt.Fprintf(report, "E make the attempt supervisor a child subreaper: %v\n", err)
-		return 1
-	}
-	line, fds, rest, err := readRequest(ctrlFD)
-	if errors.Is(err, io.EOF) && len(line) == 0 && len(fds) == 0 {
-		return 0 // a spare whose worker went away before using it
-	}
+	ignoreSignals()
+	children := make(chan os.Signal, 64)
+	signal.Notify(children, syscall.SIGCHLD)
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	in := bufio.NewReader(os.NewFile(ctrlFD, "control"))
+	line, err := in.ReadBytes('\n')
 	var req request
 	if err == nil {
 		err = json.Unmarshal(line, &req)
-	}
-	want := 3
-	if err == nil && req.Hold {
-		want = 4
-	}
-	if err == nil && len(fds) != want {
-		err = fmt.Errorf("%d descriptors came with the request, want %d", len(fds), want)
 	}
 	if err != nil {
 		fmt.Fprintf(report, "E read the routine to run from the worker: %v\n", err)
 		return 1
 	}
-	// The process lock (if any) stays open, unused, until this process
-	// exits; the standard descriptors go to the routine only.
-	stdio := []*os.File{os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")}
-	in := bufio.NewReader(io.MultiReader(bytes.NewReader(rest), os.NewFile(ctrlFD, "control")))
-	children := make(chan os.Signal, 64)
-	signal.Notify(children, syscall.SIGCHLD)
-	terms := make(chan os.Signal, 1)
-	signal.Notify(terms, syscall.SIGTERM)
+	t := newTree(req.Fallback)
+	if err := t.prepare(); err != nil {
+		fmt.Fprintf(report, "E %v\n", err)
+		return 1
+	}
 
 	// syscall.ForkExec, not os.StartProcess: the latter's first use in a
 	// process forks a probe child (for pidfd support) that a supervisor,
@@ -89,12 +77,12 @@ func serve() int {
 	pid, err := syscall.ForkExec(req.Path, req.Args, &syscall.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
-		Files: []uintptr{stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Files: []uintptr{stdinFD, stdoutFD, stderrFD},
+		Sys:   t.procAttr(),
 	})
 	// Only the routine's tree may hold the output pipes from now on.
-	for _, f := range stdio {
-		f.Close()
+	for _, fd := range []int{stdinFD, stdoutFD, stderrFD} {
+		_ = unix.Close(fd)
 	}
 	if err != nil {
 		fmt.Fprintf(report, "E start %s: %s\n", req.Path, oneLine(err.Error()))
@@ -104,49 +92,32 @@ func serve() int {
 
 	cmds := make(chan command, 16)
 	go readCommands(in, cmds)
-	s := &tree{self: os.Getpid(), main: pid}
-	status := s.run(req, cmds, children, terms)
-	s.reapAll()
+	t.main = pid
+	status := t.run(req, cmds, children, terms)
+	t.reapAll()
 	fmt.Fprintf(report, "R %d\n", uint32(status))
 	return 0
 }
 
-// readRequest reads the first line from the control socket with the
-// descriptors attached to it (received close-on-exec). It returns the line
-// without its newline and whatever was read after it.
-func readRequest(fd int) (line []byte, fds []int, rest []byte, err error) {
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(8*4))
-	var data []byte
-	for {
-		n, oobn, _, _, rerr := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if rerr == unix.EINTR {
-			continue
+// ignoreSignals makes the supervisor deaf to the signals a terminal or a
+// closed pipe would send it (the worker tells it what to do), without
+// passing that on to the routine: a signal ignored with signal.Ignore
+// stays ignored across fork and exec, so a routine would start with
+// SIGPIPE ignored (`yes | head -1` printing "Broken pipe") or, when decree
+// was started in the background by a script (SIGINT and SIGQUIT ignored)
+// or under nohup (SIGHUP), unable to be interrupted. Signals delivered to
+// a channel instead are reset to their default in the child (the Go
+// runtime resets every signal it handles when it forks), so the routine
+// starts with every disposition at its default. Its signal mask is the
+// one decree was started with: Go blocks no signal in the processes it
+// starts.
+func ignoreSignals() {
+	sink := make(chan os.Signal, 8)
+	signal.Notify(sink, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)
+	go func() {
+		for range sink {
 		}
-		if rerr != nil {
-			return nil, fds, nil, rerr
-		}
-		if oobn > 0 {
-			msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
-			if perr != nil {
-				return nil, fds, nil, perr
-			}
-			for i := range msgs {
-				got, perr := unix.ParseUnixRights(&msgs[i])
-				if perr != nil {
-					return nil, fds, nil, perr
-				}
-				fds = append(fds, got...)
-			}
-		}
-		if n == 0 {
-			return data, fds, nil, io.EOF
-		}
-		data = append(data, buf[:n]...)
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			return data[:i], fds, data[i+1:], nil
-		}
-	}
+	}()
 }
 
 // readCommands parses control lines until end-of-file, which it reports
@@ -171,13 +142,6 @@ func readCommands(in *bufio.Reader, out chan<- command) {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-// tree is the supervised process tree.
-type tree struct {
-	self, main int
-	mainDone   bool
-	status     syscall.WaitStatus
-}
 
 // run supervises until the main process has exited and every descendant
 // is gone, and returns the main process's wait status.
@@ -232,159 +196,6 @@ func (t *tree) run(req request, cmds <-chan command, children, terms <-chan os.S
 			}
 		}
 	}
-}
-
-// killAll kills every descendant until none is left, reaps the main
-// process and returns its status.
-func (t *tree) killAll() syscall.WaitStatus {
-	for {
-		if !t.reap() {
-			return t.status // no child left: no descendant either
-		}
-		for _, pid := range t.descendants() {
-			_ = unix.Kill(pid, unix.SIGKILL)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// signalAll sends sig to the routine's process group and to every
-// descendant (some may have left the group).
-func (t *tree) signalAll(sig syscall.Signal) {
-	_ = unix.Kill(-t.main, sig)
-	for _, pid := range t.descendants() {
-		_ = unix.Kill(pid, sig)
-	}
-}
-
-// reap collects every exited child (orphans are reparented here), noting
-// the main process's status, and reports whether children remain. As the
-// supervisor is a subreaper, every live descendant has a live parent chain
-// up to it: no child left means no descendant left, which the kernel
-// tells exactly (ECHILD), without a look at /proc.
-func (t *tree) reap() (remain bool) {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil: // ECHILD
-			return false
-		case pid == 0:
-			return true
-		case pid == t.main:
-			t.mainDone, t.status = true, ws
-		}
-	}
-}
-
-// reapAll waits for every remaining child (all are dead or dying) until
-// none is left, so that no zombie of the tree outlives the report.
-func (t *tree) reapAll() {
-	for {
-		var ws syscall.WaitStatus
-		_, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil { // ECHILD: none left
-			return
-		}
-	}
-}
-
-// descendants lists the processes whose parent chain leads to the
-// supervisor, following /proc/PID/task/TID/children from the supervisor
-// down; when that finds none while children remain (the kernel's lists
-// may miss a process being reparented), it scans all of /proc.
-func (t *tree) descendants() []int {
-	var out []int
-	queue := []int{t.self}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range childrenOf(p) {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	if len(out) == 0 {
-		return t.scan()
-	}
-	return out
-}
-
-// childrenOf reads the children of every thread of pid.
-func childrenOf(pid int) []int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, task := range tasks {
-		b, err := os.ReadFile(dir + "/" + task.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
-
-// scan lists the live (not zombie) descendants from a walk of all of /proc.
-func (t *tree) scan() []int {
-	kids := map[int][]int{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ppid, state, ok := procStat(pid)
-		if !ok || state == 'Z' || state == 'X' {
-			continue
-		}
-		kids[ppid] = append(kids[ppid], pid)
-	}
-	var out []int
-	queue := []int{t.self}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range kids[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
-}
-
-// procStat reads the parent pid and state of pid from /proc/PID/stat.
-func procStat(pid int) (ppid int, state byte, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may hold anything
-	if i < 0 || i+2 >= len(s) {
-		return 0, 0, false
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 2 {
-		return 0, 0, false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return ppid, f[0][0], err == nil
 }
 
 // deadline is the lease deadline as a timer.

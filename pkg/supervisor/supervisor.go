@@ -12,21 +12,23 @@
 //   - The supervisor is this package's code in a process of its own:
 //     cmd/decree-supervisor when it sits beside the running executable
 //     and speaks the same Protocol (a small program, which starts in a
-//     fraction of the time), else the worker's own binary started again
-//     (/proc/self/exe). Either way this package's init function
-//     recognises the environment variable and runs the supervisor
-//     instead of the program, so decreectl, decree-worker, driver plugins
-//     and test binaries all carry it and need no separate executable.
-//   - It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER): every
-//     orphaned descendant, setsid or not, is reparented to it, so walking
-//     /proc for processes whose parent chain leads to it finds the whole
-//     tree.
-//   - It is usually started ahead of need and waits for its one request
-//     (see Start), so an attempt does not wait for a Go program to start.
+//     fraction of the time), else the worker's own binary started again.
+//     Either way this package's init function recognises the environment
+//     variable and runs the supervisor instead of the program, so
+//     decreectl, decree-worker, driver plugins and test binaries all
+//     carry it and need no separate executable.
+//   - It is started when needed, one per routine, and starts the routine
+//     at most once (see Start).
+//   - On Linux it makes itself a child subreaper (PR_SET_CHILD_SUBREAPER):
+//     every orphaned descendant, setsid or not, is reparented to it, so
+//     walking /proc for processes whose parent chain leads to it finds the
+//     whole tree. Elsewhere (macOS) the tree is the routine's process
+//     group (see tree).
 //   - It starts the routine in a process group of its own with the output
 //     descriptors passed straight through (no extra copy of the output),
-//     and it sits in its own process group too, so a signal to the
-//     worker's group (Ctrl-C in a terminal) reaches neither.
+//     every signal at its default disposition, and it sits in its own
+//     process group too, so a signal to the worker's group (Ctrl-C in a
+//     terminal) reaches neither.
 //   - It kills every descendant (SIGKILL, repeated until none is left)
 //     when asked (Kill), when its control pipe from the worker reaches
 //     end-of-file (the worker died), and when the lease deadline the
@@ -55,13 +57,18 @@ import (
 // envKey marks a process started to be a supervisor.
 const envKey = "DECREE_ATTEMPT_SUPERVISOR"
 
-// Descriptor numbers in the supervisor: 3 is a unix socket carrying the
-// request (with the routine's stdin, stdout, stderr and, optionally, the
-// worker's process lock attached as SCM_RIGHTS) and then commands from
-// the worker; 4 carries reports to it.
+// Descriptor numbers in the supervisor: 3 is a pipe carrying the request
+// (one JSON line) and then commands from the worker; 4 carries reports to
+// it; 5, 6 and 7 are the routine's stdin, stdout and stderr, which the
+// supervisor closes once the routine has them; 8, when the request says
+// so, is the worker's process lock, held until the supervisor exits.
 const (
 	ctrlFD   = 3
 	reportFD = 4
+	stdinFD  = 5
+	stdoutFD = 6
+	stderrFD = 7
+	holdFD   = 8
 )
 
 func init() {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package supervisor
 
 import (
@@ -20,6 +22,9 @@ import (
 // routine (helperWorker), so tests can kill -9 or SIGSTOP that worker.
 const helperEnv = "SUPERVISOR_TEST_WORKER"
 
+// fallbackEnv makes that worker use the process-group fallback.
+const fallbackEnv = "SUPERVISOR_TEST_FALLBACK"
+
 func TestMain(m *testing.M) {
 	if script := os.Getenv(helperEnv); script != "" {
 		helperWorker(script)
@@ -31,6 +36,7 @@ func TestMain(m *testing.M) {
 // helperWorker supervises `bash -c script` under a lease of 400ms that it
 // renews every 50ms, prints "ready" and waits forever.
 func helperWorker(script string) {
+	useFallback = os.Getenv(fallbackEnv) != ""
 	lease := NewLease(time.Now().Add(400 * time.Millisecond))
 	p, err := Start(Spec{Path: "/bin/bash", Args: []string{"-c", script}, Env: os.Environ(), Grace: time.Second, Fence: &Fence{Lease: lease}})
 	if err != nil {
@@ -197,7 +203,13 @@ func helper(t *testing.T, script string) *exec.Cmd {
 	t.Helper()
 	testtool.Require(t, "bash")
 	testtool.Require(t, "setsid")
-	cmd := exec.Command(os.Args[0])
+	return startHelper(t, exec.Command(os.Args[0]), script)
+}
+
+// startHelper starts cmd, which runs this test binary, as a worker
+// supervising script and returns it once the routine runs.
+func startHelper(t *testing.T, cmd *exec.Cmd, script string) *exec.Cmd {
+	t.Helper()
 	cmd.Env = append(os.Environ(), helperEnv+"="+script)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -48,12 +48,16 @@ fi
 
 # worktree_tree prints the tree of the working directory as `git add -A`
 # would stage it (untracked files in, ignored files and .decree/ out),
-# using a scratch index so the real one is left alone.
+# using a scratch index so the real one is left alone. The copy keeps the
+# index's mtime (cp -p): git trusts a file whose size and mtime match its
+# index entry only when that mtime is older than the index file itself,
+# so a copy with a new mtime would hide a same-size edit made in the
+# instant the index was written.
 worktree_tree() {
   local scratch real
   scratch="$(mktemp "${TMPDIR:-/tmp}/decree-index.XXXXXX")"
   real="$(git rev-parse --git-path index)"
-  if [ -f "$real" ]; then cp "$real" "$scratch"; else rm -f "$scratch"; fi
+  if [ -f "$real" ]; then cp -p "$real" "$scratch"; else rm -f "$scratch"; fi
   GIT_INDEX_FILE="$scratch" git add -A -- . ':(exclude).decree' >/dev/null
   GIT_INDEX_FILE="$scratch" git write-tree
   rm -f "$scratch"

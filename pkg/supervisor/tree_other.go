@@ -1,0 +1,28 @@
+//go:build !linux
+
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// haveSubreaper: only Linux has PR_SET_CHILD_SUBREAPER; elsewhere the
+// tree is the routine's process group (see tree).
+const haveSubreaper = false
+
+func makeSubreaper() error { return errors.New("no child subreaper on this system") }
+
+func setParentDeathSignal(*syscall.SysProcAttr) {}
+
+func (t *tree) descendants() []int { return nil }
+
+// selfExe is the running executable, started again as a supervisor.
+func selfExe() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return os.Args[0]
+	}
+	return exe
+}
