@@ -1,5 +1,5 @@
 # The README's commands. `make test` is what CI runs (through .ci/run).
-.PHONY: test generate build example bench
+.PHONY: test generate build example bench stress
 
 test:
 	scripts/test.sh
@@ -15,3 +15,7 @@ example: build
 
 bench:
 	bench/run.sh
+
+# The fault tests, 20 times each under two CPU hogs (scripts/stress.sh).
+stress:
+	scripts/stress.sh

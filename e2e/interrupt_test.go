@@ -171,3 +171,39 @@ echo ok > "$(basename "$spec_file" .spec.md).out"`)
 		}
 	})
 }
+
+// TestNotReadyRoutineCaughtBeforeTheFirstAttempt: a routine whose
+// pre-check fails (its AI tool is missing) is caught before the first
+// attempt: `process` says why, with the pre-check's hint, and exits
+// non-zero; nothing ran and nothing is dead-lettered. Once the tool is
+// there, `process` runs the migration once.
+func TestNotReadyRoutineCaughtBeforeTheFirstAttempt(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 3\ndefault_routine: develop\n")
+	p.routine("develop", "", `if [ "${DECREE_PRE_CHECK:-}" = "true" ]; then
+  [ -e .decree/tool-installed ] || { echo "the AI tool is not installed: install it with 'apt-get install the-tool'"; exit 1; }
+  exit 0
+fi
+echo "$message_id $DECREE_ATTEMPT" >> .decree/ran.txt`)
+	p.write(".decree/migrations/01-a.spec.md", "first\n")
+	r := p.ctl("", "process")
+	mustCode(t, r, 1)
+	contains(t, "process", r.stderr, "not ready")
+	contains(t, "process", r.stderr, "apt-get install the-tool")
+	if p.exists(".decree/ran.txt") {
+		t.Errorf("the routine ran: %s", p.read(".decree/ran.txt"))
+	}
+	if dead := p.messages(".decree/inbox/dead"); len(dead) != 0 {
+		t.Errorf("dead = %v, want nothing dead-lettered", dead)
+	}
+	if q := p.messages(".decree/inbox"); len(q) != 1 {
+		t.Errorf("inbox = %v, want the migration's message still queued", q)
+	}
+	p.write(".decree/tool-installed", "")
+	mustCode(t, p.ctl("", "process"), 0)
+	if got := strings.Fields(p.read(".decree/ran.txt")); len(got) != 2 || got[1] != "1" {
+		t.Errorf("ran %v, want one first attempt", got)
+	}
+	contains(t, "processed.md", p.read(".decree/processed.md"), "01-a.spec.md")
+}

@@ -138,6 +138,7 @@ func (p *Pipeline) ProcessMigrations(ctx context.Context, dryRun bool) ([]Migrat
 		return nil, "", 0, fmt.Errorf("%w: start processing again once it stopped (decreectl does so by itself)", ErrStopping)
 	}
 	p.processAll()
+	p.retryNotReady()
 	var pending []string
 	for _, m := range migs {
 		if !m.Processed {
@@ -249,6 +250,13 @@ func (p *Pipeline) advanceJobs(ctx context.Context) {
 			if !p.chainDone(j.chain) {
 				continue
 			}
+			if nr, held := p.notReadyReason(j.current); held {
+				p.mu.Lock()
+				j.current = ""
+				p.mu.Unlock()
+				p.endJob(ctx, j, 1, fmt.Sprintf("migration %s: %v", j.migration, nr))
+				continue
+			}
 			if p.rootOutcome(j.current) != store.OutcomeSucceeded {
 				j.failed = append(j.failed, j.migration)
 			}
@@ -272,6 +280,8 @@ func (p *Pipeline) advanceJobs(ctx context.Context) {
 			// queued messages of older chains are still running
 		case len(j.failed) > 0:
 			p.endJob(ctx, j, 1, fmt.Sprintf("%d migration(s) dead-lettered: %s", len(j.failed), strings.Join(j.failed, ", ")))
+		case p.heldBack() != "":
+			p.endJob(ctx, j, 1, p.heldBack())
 		case p.drainDead(j) > 0:
 			p.endJob(ctx, j, 1, fmt.Sprintf("%d queued message(s) dead-lettered; see .decree/inbox/dead/", p.drainDead(j)))
 		case j.migration == "":

@@ -122,6 +122,8 @@ type Pipeline struct {
 	running *running        // the message being processed, if any
 	limit   *usageWait      // a usage-limit wait in progress (stage_usagelimit.go)
 	jobs    map[string]*job
+	// notReady are messages held back by a failed pre-check (stage_precheck.go).
+	notReady map[string]notReady
 
 	scope       scope
 	stopping    bool
@@ -139,7 +141,7 @@ func New(d Deps) *Pipeline {
 		d.Poll = time.Second
 	}
 	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}}
-	p.stages = []attemptStage{p.newUsageLimitStage()}
+	p.stages = []attemptStage{p.newPreCheckStage(), p.newUsageLimitStage()}
 	if !d.Paused {
 		p.Resume()
 	}

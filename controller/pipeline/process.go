@@ -89,6 +89,8 @@ func (p *Pipeline) drive(ctx, runCtx context.Context, m *msg) {
 		switch {
 		case errors.Is(err, errStopped):
 			return
+		case p.holdNotReady(ctx, m, err):
+			return
 		case err != nil:
 			p.halt(ctx, m, err)
 			return

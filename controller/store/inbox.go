@@ -283,6 +283,16 @@ func (s *Store) Skip(file string) {
 	dropEntry(file)(&s.inbox)
 }
 
+// Unskip ends a Skip: the file is listed again.
+func (s *Store) Unskip(file string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.skipped[file] {
+		delete(s.skipped, file)
+		s.inbox.valid = false
+	}
+}
+
 // deadLetterLocked moves src into dead/ under file (or a free variant),
 // writing the note first. s.mu is held.
 //
