@@ -35,8 +35,6 @@ type Submission struct {
 	Chain string
 }
 
-// reservedFields are derived by normalisation and cannot be submitted.
-var reservedFields = map[string]bool{"id": true, "chain": true, "seq": true, "message_file": true, "message_id": true, "message_dir": true}
 
 // Submit queues a root message and returns its entry and the event
 // sequence to watch from. Without a name, the name comes from the spec file
@@ -51,8 +49,8 @@ func (p *Pipeline) Submit(ctx context.Context, sub Submission) (store.Entry, uin
 	}
 	m := &message.Message{HasFrontmatter: len(sub.Fields) > 0}
 	for _, f := range sub.Fields {
-		if reservedFields[f.Key] {
-			return store.Entry{}, 0, fmt.Errorf("%w: field %s is derived by decree and cannot be set", ErrInvalid, f.Key)
+		if err := message.CheckFieldKey(f.Key); err != nil {
+			return store.Entry{}, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if _, dup := m.Get(f.Key); dup {
 			return store.Entry{}, 0, fmt.Errorf("%w: field %s given twice", ErrInvalid, f.Key)

@@ -5,20 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/interact"
+	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/cobra"
 )
-
-var keyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// derivedKeys are filled by normalisation and cannot be set with -v.
-var derivedKeys = map[string]bool{"id": true, "chain": true, "seq": true, "message_file": true, "message_id": true, "message_dir": true}
 
 type runFlags struct {
 	name   string
@@ -63,11 +58,8 @@ func parseVars(vars []string) ([]*decreev1.Field, error) {
 		if !ok {
 			return nil, fmt.Errorf("-v %q: write KEY=VALUE", kv)
 		}
-		if !keyPattern.MatchString(k) {
-			return nil, fmt.Errorf("-v %q: key %q must be letters, digits and '_' and not start with a digit", kv, k)
-		}
-		if derivedKeys[k] {
-			return nil, fmt.Errorf("-v %q: %s is derived by decree and cannot be set", kv, k)
+		if err := message.CheckFieldKey(k); err != nil {
+			return nil, fmt.Errorf("-v %q: %w", kv, err)
 		}
 		if seen[k] {
 			return nil, fmt.Errorf("-v %q: %s given twice", kv, k)
