@@ -151,23 +151,34 @@ func TestTerminateGivesGraceThenKills(t *testing.T) {
 }
 
 // When the main process exits on its own, its status is reported only
-// after what it left behind is gone.
+// after what it left behind is gone: a child that left the session
+// (subreaper), or one in the routine's process group (the fallback).
 func TestStatusAfterLeftoversAreGone(t *testing.T) {
-	dir := t.TempDir()
-	script := fmt.Sprintf(`setsid bash -c 'trap "" TERM; echo $$ > %[1]s/gc.pid; sleep 0.3; echo done > %[1]s/late' &
+	for _, tc := range []struct {
+		name, prefix string
+		fallback     bool
+	}{{"subreaper", "setsid ", false}, {"process-group fallback", "", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.fallback {
+				fallback(t)
+			}
+			dir := t.TempDir()
+			script := fmt.Sprintf(`%[2]sbash -c 'trap "" TERM; echo $$ > %[1]s/gc.pid; sleep 0.3; echo done > %[1]s/late' &
 while [ ! -s %[1]s/gc.pid ]; do sleep 0.01; done
-exit 3`, dir)
-	p, _ := start(t, script, nil, 5*time.Second)
-	st, err := p.Wait()
-	if err != nil || st.ExitStatus() != 3 {
-		t.Fatalf("status %v, %v; want exit 3", st, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "late")); err != nil {
-		t.Errorf("status reported before the leftover child finished: %v", err)
-	}
-	gc := grandchild(t, dir)
-	if !gone(gc) {
-		t.Errorf("leftover %d still runs", gc)
+exit 3`, dir, tc.prefix)
+			p, _ := start(t, script, nil, 5*time.Second)
+			st, err := p.Wait()
+			if err != nil || st.ExitStatus() != 3 {
+				t.Fatalf("status %v, %v; want exit 3", st, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "late")); err != nil {
+				t.Errorf("status reported before the leftover child finished: %v", err)
+			}
+			gc := grandchild(t, dir)
+			if !gone(gc) {
+				t.Errorf("leftover %d still runs", gc)
+			}
+		})
 	}
 }
 
