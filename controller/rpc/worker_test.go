@@ -301,11 +301,10 @@ func TestWorkerLostWhenHeartbeatsStop(t *testing.T) {
 	}
 	// Heartbeat for a while (the lease outlives its TTL), then go silent.
 	stopHB := w.heartbeat(ttl/4, []string{a.GetLeaseToken()}, nil)
-	time.Sleep(2 * ttl)
 	select {
 	case r := <-results:
 		t.Fatalf("lease lost although renewed: %+v", r.res)
-	default:
+	case <-time.After(2 * ttl):
 	}
 	stopHB()
 	silent := time.Now()
@@ -415,7 +414,11 @@ func TestReconnectKeepsLease(t *testing.T) {
 	}
 	stopHB := w2.heartbeat(ttl/4, []string{a.GetLeaseToken()}, nil)
 	defer stopHB()
-	time.Sleep(2 * ttl) // longer than the TTL: only renewals keep it alive
+	select { // longer than the TTL: only renewals keep it alive
+	case r := <-results:
+		t.Fatalf("the lease ended although the new session renewed it: %+v", r.res)
+	case <-time.After(2 * ttl):
+	}
 	resp, err := e.client.CompleteAssignment(ctx, &decreev1.CompleteAssignmentRequest{LeaseToken: a.GetLeaseToken(), Status: &decreev1.ExitStatus{}})
 	if err != nil || !resp.GetAccepted() {
 		t.Fatalf("complete after reconnect: %v %v", resp, err)

@@ -57,11 +57,11 @@ func stampOf(dir string) (dirStamp, bool) {
 	if err != nil {
 		return dirStamp{}, false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	ctime, ino, ok := fsutil.StatCtimeIno(fi)
 	if !ok {
 		return dirStamp{}, false
 	}
-	return dirStamp{mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano(), size: fi.Size(), ino: st.Ino}, true
+	return dirStamp{mtime: fi.ModTime().UnixNano(), ctime: ctime, size: fi.Size(), ino: ino}, true
 }
 
 // fileKey identifies a file's content without reading it.

@@ -163,6 +163,10 @@ func (s *Store) startWatch(dir string) {
 	}
 	w, err := newInboxWatch(s, dir)
 	if err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			s.watchWanted = false // no inotify on this system: list (watch_other.go)
+			return
+		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			s.watchWanted = false
 			s.log.Warn("the inbox is not watched for changes; it is checked by listing instead", "err", err)

@@ -80,7 +80,7 @@ func (c *Checkpointer) Restore(ctx context.Context, root string, want *Manifest)
 		}
 	}
 	if !c.noSync && len(paths) > 0 {
-		if err := syncFS(root); err != nil {
+		if err := fsutil.SyncFS(root); err != nil {
 			return paths, fmt.Errorf("restore: flush %s: %w", root, err)
 		}
 	}

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"io/fs"
-	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,15 +18,4 @@ func keyOf(fi fs.FileInfo) statKey {
 		k.ino = st.Ino
 	}
 	return k
-}
-
-// syncFS flushes the file system holding dir to stable storage with one
-// syncfs(2) call, instead of one fsync per stored blob.
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
 }

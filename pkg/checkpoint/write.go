@@ -80,7 +80,7 @@ func writePlan(root string, plan map[string]*planned, durable bool) (map[string]
 	if !durable {
 		return perms, nil
 	}
-	if err := syncFS(root); err != nil {
+	if err := fsutil.SyncFS(root); err != nil {
 		return nil, fmt.Errorf("apply: flush %s: %w", root, err)
 	}
 	return perms, nil

@@ -79,15 +79,18 @@ func gone(pid int) bool {
 	return !ok || state == 'Z'
 }
 
-// quiet fails unless the ticks file stops growing: nothing of the tree
-// writes any more.
+// quiet fails unless nothing of the tree can write the ticks file any
+// more: its only writer, the child's own bash (echo is a builtin), no
+// longer runs. (No waiting to see whether the file grows.)
 func quiet(t *testing.T, dir string) {
 	t.Helper()
-	before, _ := os.ReadFile(filepath.Join(dir, "ticks"))
-	time.Sleep(150 * time.Millisecond) // several tick periods
-	after, _ := os.ReadFile(filepath.Join(dir, "ticks"))
-	if len(after) != len(before) {
-		t.Errorf("the detached child still writes after the tree was reported gone")
+	b, err := os.ReadFile(filepath.Join(dir, "gc.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || !gone(pid) {
+		t.Errorf("the child writing ticks (%s) still runs after the tree was reported gone", b)
 	}
 }
 
@@ -148,23 +151,34 @@ func TestTerminateGivesGraceThenKills(t *testing.T) {
 }
 
 // When the main process exits on its own, its status is reported only
-// after what it left behind is gone.
+// after what it left behind is gone: a child that left the session
+// (subreaper), or one in the routine's process group (the fallback).
 func TestStatusAfterLeftoversAreGone(t *testing.T) {
-	dir := t.TempDir()
-	script := fmt.Sprintf(`setsid bash -c 'trap "" TERM; echo $$ > %[1]s/gc.pid; sleep 0.3; echo done > %[1]s/late' &
+	for _, tc := range []struct {
+		name, prefix string
+		fallback     bool
+	}{{"subreaper", "setsid ", false}, {"process-group fallback", "", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.fallback {
+				fallback(t)
+			}
+			dir := t.TempDir()
+			script := fmt.Sprintf(`%[2]sbash -c 'trap "" TERM; echo $$ > %[1]s/gc.pid; sleep 0.3; echo done > %[1]s/late' &
 while [ ! -s %[1]s/gc.pid ]; do sleep 0.01; done
-exit 3`, dir)
-	p, _ := start(t, script, nil, 5*time.Second)
-	st, err := p.Wait()
-	if err != nil || st.ExitStatus() != 3 {
-		t.Fatalf("status %v, %v; want exit 3", st, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "late")); err != nil {
-		t.Errorf("status reported before the leftover child finished: %v", err)
-	}
-	gc := grandchild(t, dir)
-	if !gone(gc) {
-		t.Errorf("leftover %d still runs", gc)
+exit 3`, dir, tc.prefix)
+			p, _ := start(t, script, nil, 5*time.Second)
+			st, err := p.Wait()
+			if err != nil || st.ExitStatus() != 3 {
+				t.Fatalf("status %v, %v; want exit 3", st, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "late")); err != nil {
+				t.Errorf("status reported before the leftover child finished: %v", err)
+			}
+			gc := grandchild(t, dir)
+			if !gone(gc) {
+				t.Errorf("leftover %d still runs", gc)
+			}
+		})
 	}
 }
 
@@ -175,14 +189,17 @@ func TestLeaseDeadlineKills(t *testing.T) {
 	lease := NewLease(time.Now().Add(300 * time.Millisecond))
 	p, _ := start(t, detached(dir), &Fence{Lease: lease}, time.Second)
 	gc := grandchild(t, dir)
-	for range 8 { // 800ms of renewals: longer than the lease
-		time.Sleep(100 * time.Millisecond)
-		lease.Extend(time.Now().Add(300 * time.Millisecond))
-	}
-	select {
-	case <-p.Done():
-		t.Fatal("the tree was killed although the lease was renewed")
-	default:
+	renew := time.NewTicker(100 * time.Millisecond)
+	defer renew.Stop()
+	for until := time.After(800 * time.Millisecond); until != nil; { // longer than the lease
+		select {
+		case <-p.Done():
+			t.Fatal("the tree was killed although the lease was renewed")
+		case <-renew.C:
+			lease.Extend(time.Now().Add(300 * time.Millisecond))
+		case <-until:
+			until = nil
+		}
 	}
 	stopped := time.Now()
 	if _, err := p.Wait(); err != nil {
@@ -247,9 +264,11 @@ func TestStoppedWorkerLosesTree(t *testing.T) {
 	dir := t.TempDir()
 	w := helper(t, detached(dir))
 	gc := grandchild(t, dir)
-	time.Sleep(600 * time.Millisecond) // longer than the lease: renewals keep it
-	if gone(gc) {
-		t.Fatal("the tree died while the worker renewed its lease")
+	// Longer than the lease: renewals keep it; checked all along.
+	for until := time.Now().Add(600 * time.Millisecond); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+		if gone(gc) {
+			t.Fatal("the tree died while the worker renewed its lease")
+		}
 	}
 	_ = w.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()

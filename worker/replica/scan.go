@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/checkpoint/ignore"
@@ -43,9 +42,8 @@ type statCache struct {
 
 func keyOf(fi fs.FileInfo) statKey {
 	k := statKey{Size: fi.Size(), Mtime: fi.ModTime().UnixNano(), Mode: uint32(fi.Mode())}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		k.Ctime = st.Ctim.Sec*1e9 + st.Ctim.Nsec
-		k.Ino = st.Ino
+	if ctime, ino, ok := fsutil.StatCtimeIno(fi); ok {
+		k.Ctime, k.Ino = ctime, ino
 	}
 	return k
 }

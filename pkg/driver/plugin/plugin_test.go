@@ -336,12 +336,13 @@ func TestPluginFollowsLease(t *testing.T) {
 	}
 	pid := drivertest.WaitPidFile(t, pidfile, 10*time.Second)
 	t.Cleanup(func() { _ = exec.Command("kill", "-9", fmt.Sprint(pid)).Run() })
-	for range 8 { // 800ms of renewals, twice the lease
-		time.Sleep(100 * time.Millisecond)
+	renew := time.NewTicker(100 * time.Millisecond)
+	defer renew.Stop()
+	for until := time.Now().Add(800 * time.Millisecond); time.Now().Before(until); <-renew.C { // twice the lease
+		if !drivertest.Alive(pid) {
+			t.Fatal("the routine died although its lease was renewed")
+		}
 		lease.Extend(time.Now().Add(400 * time.Millisecond))
-	}
-	if !drivertest.Alive(pid) {
-		t.Fatal("the routine died although its lease was renewed")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
