@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -88,7 +90,7 @@ func (s *ControllerServer) ListMessages(ctx context.Context, req *decreev1.ListM
 	want := map[decreev1.MessageState]bool{}
 	for _, st := range req.GetStates() {
 		if _, known := decreev1.MessageState_name[int32(st)]; !known || st == decreev1.MessageState_MESSAGE_STATE_UNSPECIFIED {
-			return nil, status.Errorf(codes.InvalidArgument, "states: %d is not a message state; use MESSAGE_STATE_QUEUED, _RUNNING, _DONE or _DEAD", int32(st))
+			return nil, status.Errorf(codes.InvalidArgument, "states: %d is not a message state; use %s", int32(st), acceptedStates())
 		}
 		want[st] = true
 	}
@@ -127,6 +129,23 @@ func (s *ControllerServer) ListMessages(ctx context.Context, req *decreev1.ListM
 		resp.Messages = append(resp.Messages, m)
 	}
 	return resp, nil
+}
+
+// acceptedStates lists every state ListMessages filters by, from the enum
+// itself: "MESSAGE_STATE_QUEUED (1), ..., MESSAGE_STATE_INTERRUPTED (5)".
+func acceptedStates() string {
+	var nums []int32
+	for n := range decreev1.MessageState_name {
+		if n != int32(decreev1.MessageState_MESSAGE_STATE_UNSPECIFIED) {
+			nums = append(nums, n)
+		}
+	}
+	slices.Sort(nums)
+	parts := make([]string, len(nums))
+	for i, n := range nums {
+		parts[i] = fmt.Sprintf("%s (%d)", decreev1.MessageState_name[n], n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ListRuns lists runs, newest first, a page at a time.
