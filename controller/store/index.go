@@ -52,18 +52,6 @@ type dirStamp struct {
 	ino          uint64
 }
 
-func stampOf(dir string) (dirStamp, bool) {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return dirStamp{}, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return dirStamp{}, false
-	}
-	return dirStamp{mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano(), size: fi.Size(), ino: st.Ino}, true
-}
-
 // fileKey identifies a file's content without reading it.
 type fileKey struct {
 	size  int64

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/checkpoint/ignore"
@@ -39,15 +38,6 @@ type cacheEntry struct {
 // timestamps, so a cache hit is never stale (git's "racy clean" rule).
 type statCache struct {
 	Entries map[string]cacheEntry
-}
-
-func keyOf(fi fs.FileInfo) statKey {
-	k := statKey{Size: fi.Size(), Mtime: fi.ModTime().UnixNano(), Mode: uint32(fi.Mode())}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		k.Ctime = st.Ctim.Sec*1e9 + st.Ctim.Nsec
-		k.Ino = st.Ino
-	}
-	return k
 }
 
 func (k statKey) olderThan(stamp int64) bool { return k.Mtime < stamp && k.Ctime < stamp }
