@@ -1,5 +1,10 @@
 # The README's commands. `make test` is what CI runs (through .ci/run).
-.PHONY: test generate build example bench stress
+.PHONY: test generate build install example bench stress
+
+# Where `make install` puts the binaries: BINDIR when given (make install
+# BINDIR=~/bin), else `go env GOBIN`, else `$(go env GOPATH)/bin`, the
+# directory `go install` uses, which the Go installer puts on PATH.
+BINDIR ?= $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
 
 test:
 	scripts/test.sh
@@ -9,6 +14,12 @@ generate:
 
 build:
 	go build -o bin/ ./cmd/...
+
+# All five programs side by side: decreectl finds decree-supervisor and
+# decree-driver-tree beside itself.
+install:
+	GOBIN="$(abspath $(BINDIR))" go install ./cmd/...
+	@echo "installed decreectl, decree-controller, decree-worker, decree-driver-tree and decree-supervisor in $(abspath $(BINDIR))"
 
 example: build
 	scripts/example.sh

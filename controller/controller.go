@@ -40,7 +40,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 )
 
 // Options configure a controller.
@@ -216,7 +215,10 @@ func (c *Controller) open() error {
 	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep).WithRunFiles(st))
 	c.health = health.NewServer()
 	healthpb.RegisterHealthServer(c.server, c.health)
-	reflection.Register(c.server)
+	// Reflection serves the API's descriptors with their comments.
+	if err := rpc.RegisterReflection(c.server); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -564,3 +564,97 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 		}
 	}
 }
+
+// dockerStages maps each stage of the Dockerfile to its base (a stage name
+// or an image) and the programs it copies into /usr/local/bin from the
+// build stage.
+func dockerStages(t *testing.T) map[string]struct {
+	base     string
+	programs []string
+} {
+	t.Helper()
+	b, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stage = struct {
+		base     string
+		programs []string
+	}
+	stages := map[string]stage{}
+	cur := ""
+	from := regexp.MustCompile(`(?i)^FROM\s+(\S+)\s+AS\s+(\S+)`)
+	cp := regexp.MustCompile(`(?i)^COPY\s+--from=build\s+(.*)\s+/usr/local/bin/?$`)
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := from.FindStringSubmatch(line); m != nil {
+			cur = m[2]
+			stages[cur] = stage{base: m[1]}
+			continue
+		}
+		if m := cp.FindStringSubmatch(line); m != nil && cur != "" {
+			s := stages[cur]
+			for _, f := range strings.Fields(m[1]) {
+				s.programs = append(s.programs, filepath.Base(f))
+			}
+			stages[cur] = s
+		}
+	}
+	return stages
+}
+
+// TestDockerImagesHoldPrograms checks every target of the Dockerfile holds
+// the programs deploy/README.md's table promises for it (a stage built
+// FROM another has that one's too), and that every image that runs
+// routines has the decision-tree driver and the supervisor.
+func TestDockerImagesHoldPrograms(t *testing.T) {
+	stages := dockerStages(t)
+	has := func(target string) []string {
+		var out []string
+		for name, seen := target, 0; seen < 10; seen++ {
+			s, ok := stages[name]
+			if !ok {
+				break
+			}
+			out = append(out, s.programs...)
+			name = s.base
+		}
+		return out
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| (`decree.*)\\|\\s*$")
+	promised := map[string][]string{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		for _, p := range regexp.MustCompile("`([a-z-]+)`").FindAllStringSubmatch(m[2], -1) {
+			promised[m[1]] = append(promised[m[1]], p[1])
+		}
+	}
+	for _, target := range dockerTargets(t) {
+		if target == "build" {
+			continue
+		}
+		want, ok := promised[target]
+		if !ok {
+			t.Errorf("deploy/README.md's table of images does not list target %s", target)
+			continue
+		}
+		if target != "controller" {
+			for _, p := range []string{"decree-driver-tree", "decree-supervisor"} {
+				if !slices.Contains(want, p) {
+					t.Errorf("deploy/README.md promises target %s without %s, which its routines need", target, p)
+				}
+			}
+		}
+		got := has(target)
+		for _, p := range want {
+			if !slices.Contains(got, p) {
+				t.Errorf("Dockerfile target %s does not copy %s (it copies %v)", target, p, got)
+			}
+		}
+	}
+	if len(promised) < 4 {
+		t.Errorf("deploy/README.md's table of images lists only %v", promised)
+	}
+}

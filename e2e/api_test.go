@@ -287,7 +287,7 @@ func TestAPISubmitValidation(t *testing.T) {
 			codes.InvalidArgument, "field key"},
 		{"reserved key", &decreev1.SubmitMessageRequest{Name: "x", Fields: []*decreev1.Field{{Key: "chain", Value: "1"}}},
 			codes.InvalidArgument, "derived by decree"},
-		{"bad request_id", &decreev1.SubmitMessageRequest{Name: "x", RequestId: "has space"}, codes.InvalidArgument, "request_id"},
+		{"bad request_id", &decreev1.SubmitMessageRequest{Name: "x", RequestId: "has\ttab"}, codes.InvalidArgument, "request_id"},
 	}
 	for _, tc := range cases {
 		_, err := e.client.SubmitMessage(e.ctx, tc.req)

@@ -162,10 +162,10 @@ func treeRun(t *testing.T, m mode) {
 	for _, n := range rep.Nodes {
 		got = append(got, n.Type+":"+n.ID+":"+n.Route+":"+strconv.Itoa(n.Retries))
 	}
-	if rep.Chart != "Pets" || rep.Status != "succeeded" || strings.Join(got, " ") != "process:4::0 decision:5:No:0 process:6::1 end:8::0" {
+	if rep.Chart != "Pets" || rep.Status != "succeeded" || strings.Join(got, " ") != "start:3::0 process:4::0 decision:5:No:0 process:6::1 end:8::0" {
 		t.Errorf("tree.json: %s %s %v", rep.Chart, rep.Status, got)
 	}
-	if rep.Nodes[1].Response["answer"] != "No" || rep.Nodes[2].Validation["fully_completed"] != true {
+	if rep.Nodes[2].Response["answer"] != "No" || rep.Nodes[3].Validation["fully_completed"] != true {
 		t.Errorf("tree.json responses: %+v", rep.Nodes)
 	}
 	log := p.read(dir + "tree.log")

@@ -19,7 +19,10 @@
 //     on the next tick, without a second message.
 //   - Downtime: a fire found less than Grace late runs. Fires missed for
 //     longer run only with `catch_up: true` in the file, and then only one
-//     (the latest); otherwise they are logged and passed over.
+//     (the latest). Every fire passed over is reported: one log line and
+//     one warning event per tick and file, with the count, the first and
+//     the last missed minute (also the minute before a fire that runs
+//     after more than a minute of downtime).
 //   - A file that cannot be read (bad frontmatter, no or an invalid
 //     schedule) is reported, with file and line, when it changes and is
 //     otherwise ignored; the other files run.
@@ -229,10 +232,11 @@ func (s *Scheduler) tickFile(e *cron.Entry, now time.Time) error {
 		return nil
 	}
 	fire := e.Schedule.Latest(rec.LastFire, now)
+	late := now.Sub(fire)
+	runs := late < Grace || e.CatchUp
+	s.reportMissed(e, due, fire, runs)
 	rec.LastFire = fire
-	if late := now.Sub(fire); late >= Grace && !e.CatchUp {
-		s.log.Warn("cron fire missed while the controller was down; add catch_up: true to run one after downtime",
-			"file", e.File, "fire", fire.Format(time.RFC3339), "late", late.Round(time.Second))
+	if !runs {
 		return s.st.save(s.path)
 	}
 	if rec.Message != "" && s.queued(rec.Message) {
@@ -243,6 +247,59 @@ func (s *Scheduler) tickFile(e *cron.Entry, now time.Time) error {
 		return s.st.save(s.path)
 	}
 	return s.create(e, rec, fire, "", now)
+}
+
+// maxMissedCount bounds the count of missed fires reportMissed makes (an
+// every-minute schedule down for a year has half a million).
+const maxMissedCount = 100_000
+
+// reportMissed logs and records as a warning event the fires from first to
+// last (inclusive; last runs when runs is true, so it is not missed) that
+// came while the controller was down, with their count, the first and the
+// last. Nothing is reported when no fire was missed.
+func (s *Scheduler) reportMissed(e *cron.Entry, first, last time.Time, runs bool) {
+	n, more := 0, false
+	lastMissed := time.Time{}
+	for t := first; !t.IsZero() && !t.After(last); t = e.Schedule.Next(t) {
+		if runs && t.Equal(last) {
+			break
+		}
+		if n == maxMissedCount {
+			more = true
+			break
+		}
+		n++
+		lastMissed = t
+	}
+	if n == 0 {
+		return
+	}
+	zone := e.Schedule.Location()
+	count := fmt.Sprint(n)
+	if more {
+		count = "more than " + count
+	}
+	what := "fire"
+	if n != 1 || more {
+		what = "fires"
+	}
+	span := first.In(zone).Format("2006-01-02 15:04 MST")
+	if n > 1 || more {
+		span = "from " + span + " to " + lastMissed.In(zone).Format("2006-01-02 15:04 MST")
+	} else {
+		span = "at " + span
+	}
+	hint := "add catch_up: true to the file to run one after downtime"
+	if runs {
+		hint = "the latest one runs"
+		if e.CatchUp {
+			hint = "catch_up runs only the latest"
+		}
+	}
+	text := fmt.Sprintf("cron:%s missed %s %s %s while the controller was down; %s", e.Stem, count, what, span, hint)
+	s.log.Warn("cron fires missed while the controller was down", "file", e.File, "missed", count,
+		"first", first.Format(time.RFC3339), "last", lastMissed.Format(time.RFC3339), "runs_latest", runs)
+	s.opts.Emit(&events.Event{Kind: events.Warning, Text: text})
 }
 
 // queued reports whether an inbox file is still waiting or running.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/message"
@@ -24,6 +25,8 @@ type fixture struct {
 	now   time.Time
 	log   *bytes.Buffer
 	wakes int
+	// warnings are the texts of the warning events emitted.
+	warnings []string
 }
 
 func newFixture(t *testing.T, zone string) *fixture {
@@ -47,7 +50,12 @@ func newFixture(t *testing.T, zone string) *fixture {
 func (f *fixture) scheduler() *Scheduler {
 	f.t.Helper()
 	s, err := New(Options{Store: f.st, Config: func() (*config.Config, error) { return f.cfg, nil },
-		Logger: slog.New(slog.NewTextHandler(f.log, nil)), Now: func() time.Time { return f.now }, Wake: func() { f.wakes++ }})
+		Logger: slog.New(slog.NewTextHandler(f.log, nil)), Now: func() time.Time { return f.now }, Wake: func() { f.wakes++ },
+		Emit: func(ev *events.Event) {
+			if ev.Kind == events.Warning {
+				f.warnings = append(f.warnings, ev.Text)
+			}
+		}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -259,6 +267,60 @@ func TestDowntimeAndCatchUp(t *testing.T) {
 			f.at("2026-11-24T13:00:00Z")
 			f.tick(s)
 			expect(t, "next regular fire", f.inbox(), "hourly-20261124-1300.md")
+		})
+	}
+}
+
+// TestMissedFiresReported: every fire passed over after downtime is logged
+// and recorded as a warning event, also the minute before a fire that
+// still runs, and nothing is reported when none was missed.
+func TestMissedFiresReported(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		file     string
+		down, up string // the last tick before the downtime, the first after
+		want     string // the warning, "" for none
+		inbox    []string
+	}{
+		{"every minute, down two minutes: the skipped minute is reported", "---\ncron: \"* * * * *\"\n---\nx\n",
+			"2026-11-24T09:00:10Z", "2026-11-24T09:02:30Z",
+			"cron:tick missed 1 fire at 2026-11-24 09:01 UTC while the controller was down; the latest one runs",
+			[]string{"tick-20261124-0902.md"}},
+		{"every minute, no downtime", "---\ncron: \"* * * * *\"\n---\nx\n",
+			"2026-11-24T09:00:10Z", "2026-11-24T09:01:10Z", "", []string{"tick-20261124-0901.md"}},
+		{"hourly without catch_up: all three", "---\ncron: \"@hourly\"\n---\nx\n",
+			"2026-11-24T09:00:10Z", "2026-11-24T12:30:00Z",
+			"cron:tick missed 3 fires from 2026-11-24 10:00 UTC to 2026-11-24 12:00 UTC while the controller was down; add catch_up: true to the file to run one after downtime",
+			nil},
+		{"hourly with catch_up: the two before the one that runs", "---\ncron: \"@hourly\"\ncatch_up: true\n---\nx\n",
+			"2026-11-24T09:00:10Z", "2026-11-24T12:30:00Z",
+			"cron:tick missed 2 fires from 2026-11-24 10:00 UTC to 2026-11-24 11:00 UTC while the controller was down; catch_up runs only the latest",
+			[]string{"tick-20261124-1200.md"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, "UTC")
+			f.write("tick.md", c.file)
+			f.at("2026-11-24T08:59:30Z")
+			f.tick(f.scheduler())
+			f.at(c.down)
+			f.tick(f.scheduler())
+			f.finish()
+			f.warnings = nil
+			f.log.Reset()
+			f.at(c.up)
+			f.tick(f.scheduler())
+			expect(t, "inbox", f.inbox(), c.inbox...)
+			if c.want == "" {
+				expect(t, "warnings", f.warnings)
+				if strings.Contains(f.log.String(), "missed") {
+					t.Errorf("log reports a miss:\n%s", f.log)
+				}
+				return
+			}
+			expect(t, "warnings", f.warnings, c.want)
+			if !strings.Contains(f.log.String(), "level=WARN msg=\"cron fires missed while the controller was down\" file=tick.md") {
+				t.Errorf("log lacks the missed fires:\n%s", f.log)
+			}
 		})
 	}
 }

@@ -76,7 +76,7 @@ func (s *ControllerServer) SubmitMessageStream(stream grpc.ClientStreamingServer
 		chunk := req.GetBodyChunk()
 		size += int64(len(chunk))
 		if size > auth.MaxBodyBytes {
-			return status.Errorf(codes.ResourceExhausted, "the message body is over %d MiB, the most one message may carry; put the content in a file in the project and name it in the message (input_file)", auth.MaxBodyBytes>>20)
+			return bodyTooLarge()
 		}
 		h.Write(chunk)
 		if _, err := f.Write(chunk); err != nil {
@@ -89,6 +89,12 @@ func (s *ControllerServer) SubmitMessageStream(stream grpc.ClientStreamingServer
 		return err
 	}
 	return stream.SendAndClose(&decreev1.SubmitMessageStreamResponse{Message: resp.GetMessage(), EventSequence: resp.GetEventSequence(), Replayed: resp.GetReplayed()})
+}
+
+// bodyTooLarge is the error of a body over auth.MaxBodyBytes, the same
+// whether it came whole (SubmitMessage) or in pieces (SubmitMessageStream).
+func bodyTooLarge() error {
+	return status.Errorf(codes.ResourceExhausted, "the message body is over %d MiB, the most one message may carry; put the content in a file in the project and name it in the message (input_file)", auth.MaxBodyBytes>>20)
 }
 
 // GetMessage returns one message, with its body when that is at most

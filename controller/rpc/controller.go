@@ -3,8 +3,8 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/decreehq/decree/controller/crontab"
@@ -86,18 +86,19 @@ func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decr
 		return Status(err)
 	}
 	attempt := int(req.GetAttempt())
+	run, err := s.d.Store.OpenRun(id)
+	if err != nil && req.GetFollow() {
+		run, err = waitRun(stream.Context(), s.d.Store, id)
+	}
+	if err != nil {
+		return Status(err)
+	}
+	made := len(run.State().Attempts)
 	if attempt <= 0 {
-		run, err := s.d.Store.OpenRun(id)
-		if err != nil && req.GetFollow() {
-			run, err = waitRun(stream.Context(), s.d.Store, id)
-		}
-		if err != nil {
-			return Status(err)
-		}
-		attempt = len(run.State().Attempts)
-		if attempt == 0 {
-			attempt = 1
-		}
+		attempt = max(made, 1)
+	}
+	if err := missingAttempt(id, attempt, made, req.GetFollow() && run.State().Outcome == ""); err != nil {
+		return err
 	}
 	streamName := req.GetStream()
 	if streamName == "" {
@@ -121,7 +122,24 @@ func (s *ControllerServer) WatchLogs(req *decreev1.WatchLogsRequest, stream decr
 	if err != nil {
 		return Status(err)
 	}
-	return Status(sendFile(p, req.GetOffset(), send))
+	err = sendFile(p, req.GetOffset(), send)
+	if errors.Is(err, fs.ErrNotExist) {
+		return status.Errorf(codes.NotFound, "attempt %d of %s wrote no %s log", attempt, id, streamName)
+	}
+	return Status(err)
+}
+
+// missingAttempt is NOT_FOUND for an attempt of message id that was not
+// made (made attempts so far); while the run goes on (live), a later
+// attempt of a followed log may still come, up to the next one.
+func missingAttempt(id string, attempt, made int, live bool) error {
+	if attempt <= made || live && attempt == made+1 {
+		return nil
+	}
+	if made == 0 {
+		return status.Errorf(codes.NotFound, "message %s has no attempt %d: none was made", id, attempt)
+	}
+	return status.Errorf(codes.NotFound, "message %s has no attempt %d: it made %d", id, attempt, made)
 }
 
 // checkLogOffset refuses an offset past the end of a log that no longer
@@ -163,32 +181,6 @@ func (s *ControllerServer) GetRun(ctx context.Context, req *decreev1.GetRunReque
 		return nil, Status(err)
 	}
 	return &decreev1.GetRunResponse{Run: runInfo(run)}, nil
-}
-
-// GetArtifact streams a run-directory file.
-func (s *ControllerServer) GetArtifact(req *decreev1.GetArtifactRequest, stream decreev1.ControllerService_GetArtifactServer) error {
-	if err := store.CheckID(req.GetMessageId()); err != nil {
-		return Status(err)
-	}
-	run, err := s.d.Store.OpenRun(req.GetMessageId())
-	if err != nil {
-		return Status(err)
-	}
-	p, err := run.Path(req.GetName())
-	if err != nil {
-		return Status(err)
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return Status(fmt.Errorf("%w: run %s has no artifact %s (ListRuns lists each run's artifacts)", store.ErrNotFound, req.GetMessageId(), req.GetName()))
-	}
-	size := uint64(fi.Size())
-	if req.GetOffset() > size {
-		return status.Errorf(codes.OutOfRange, "offset %d is past the end of %s (%d bytes)", req.GetOffset(), req.GetName(), size)
-	}
-	return Status(sendFile(p, req.GetOffset(), func(off uint64, data []byte) error {
-		return stream.Send(&decreev1.GetArtifactResponse{Offset: off, Data: data, Size: size})
-	}))
 }
 
 // RequeueMessage moves a dead letter back to the inbox.

@@ -5,9 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
-	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -88,7 +89,7 @@ func (s *ControllerServer) ListMessages(ctx context.Context, req *decreev1.ListM
 	want := map[decreev1.MessageState]bool{}
 	for _, st := range req.GetStates() {
 		if _, known := decreev1.MessageState_name[int32(st)]; !known || st == decreev1.MessageState_MESSAGE_STATE_UNSPECIFIED {
-			return nil, status.Errorf(codes.InvalidArgument, "states: %d is not a message state; use MESSAGE_STATE_QUEUED, _RUNNING, _DONE or _DEAD", int32(st))
+			return nil, status.Errorf(codes.InvalidArgument, "states: %d is not a message state; use %s", int32(st), acceptedStates())
 		}
 		want[st] = true
 	}
@@ -129,6 +130,23 @@ func (s *ControllerServer) ListMessages(ctx context.Context, req *decreev1.ListM
 	return resp, nil
 }
 
+// acceptedStates lists every state ListMessages filters by, from the enum
+// itself: "MESSAGE_STATE_QUEUED (1), ..., MESSAGE_STATE_INTERRUPTED (5)".
+func acceptedStates() string {
+	var nums []int32
+	for n := range decreev1.MessageState_name {
+		if n != int32(decreev1.MessageState_MESSAGE_STATE_UNSPECIFIED) {
+			nums = append(nums, n)
+		}
+	}
+	slices.Sort(nums)
+	parts := make([]string, len(nums))
+	for i, n := range nums {
+		parts[i] = fmt.Sprintf("%s (%d)", decreev1.MessageState_name[n], n)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ListRuns lists runs, newest first, a page at a time.
 func (s *ControllerServer) ListRuns(ctx context.Context, req *decreev1.ListRunsRequest) (*decreev1.ListRunsResponse, error) {
 	size, err := pageSize(req.GetPageSize())
@@ -144,20 +162,18 @@ func (s *ControllerServer) ListRuns(ctx context.Context, req *decreev1.ListRunsR
 		}
 		after = p.Name
 	}
-	runs, err := s.d.Store.Runs(req.GetChain(), 0)
+	// Only this page's runs are read (the store pages from its index of
+	// runs/), so listing n runs a page at a time costs O(n), not O(n²).
+	runs, more, err := s.d.Store.RunsPage(req.GetChain(), after, size)
 	if err != nil {
 		return nil, Status(err)
 	}
 	resp := &decreev1.ListRunsResponse{}
 	for _, run := range runs {
-		if after != "" && !message.IDLess(run.ID(), after) {
-			continue
-		}
-		if len(resp.Runs) == size {
-			resp.NextPageToken = pageToken{Name: resp.Runs[size-1].GetMessageId(), Filter: filter}.encode()
-			break
-		}
 		resp.Runs = append(resp.Runs, runInfo(run))
+	}
+	if more && len(runs) > 0 {
+		resp.NextPageToken = pageToken{Name: runs[len(runs)-1].ID(), Filter: filter}.encode()
 	}
 	return resp, nil
 }

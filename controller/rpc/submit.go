@@ -13,6 +13,7 @@ import (
 
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/message"
@@ -20,6 +21,7 @@ import (
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // fieldKey is what a submitted frontmatter key may look like: it becomes a
@@ -58,6 +60,9 @@ func (l *submitLocks) lock(key string) func() {
 
 // SubmitMessage validates and queues a root message, once per request_id.
 func (s *ControllerServer) SubmitMessage(ctx context.Context, req *decreev1.SubmitMessageRequest) (*decreev1.SubmitMessageResponse, error) {
+	if len(req.GetBody()) > auth.MaxBodyBytes {
+		return nil, bodyTooLarge()
+	}
 	sub := submissionOf(req)
 	if err := s.validateSubmission(sub); err != nil {
 		return nil, err
@@ -121,22 +126,39 @@ func (s *ControllerServer) submit(ctx context.Context, sub pipeline.Submission, 
 	if err != nil {
 		return nil, Status(err)
 	}
+	info := entryInfo(e)
 	rec.MessageID, rec.File, rec.Sequence = e.ID, e.File, seq
+	if b, err := protojson.Marshal(info); err == nil {
+		rec.Response = b
+	}
 	if err := s.d.Store.SaveRequest(rec); err != nil {
 		return nil, Status(err)
 	}
-	return &decreev1.SubmitMessageResponse{Message: entryInfo(e), EventSequence: seq}, nil
+	return &decreev1.SubmitMessageResponse{Message: info, EventSequence: seq}, nil
 }
 
-// replayed answers a repeated request_id with the first call's message.
+// replayed answers a repeated request_id with the first call's result:
+// the message as it was queued (not as it is now; GetMessage and
+// WatchMessage tell that), the same event_sequence, and replayed set.
+// A record without the first answer (the controller stopped between
+// queuing and recording it) is answered from the message's file, with
+// the state of a queued message.
 func (s *ControllerServer) replayed(rec store.Request) (*decreev1.SubmitMessageResponse, error) {
 	resp := &decreev1.SubmitMessageResponse{EventSequence: rec.Sequence, Replayed: true}
+	if len(rec.Response) > 0 {
+		var info decreev1.MessageInfo
+		if err := protojson.Unmarshal(rec.Response, &info); err == nil {
+			resp.Message = &info
+			return resp, nil
+		}
+	}
 	if v, err := s.d.Store.FindMessage(rec.MessageID); err == nil {
-		resp.Message = s.messageView(v)
+		resp.Message = messageInfo(v)
 	} else {
 		chain, seq, _ := message.SplitID(rec.MessageID)
 		resp.Message = &decreev1.MessageInfo{Id: rec.MessageID, Chain: chain, Seq: int32(seq), Name: strings.TrimSuffix(rec.File, ".md")}
 	}
+	resp.Message.State, resp.Message.Attempts, resp.Message.DeadReason = decreev1.MessageState_MESSAGE_STATE_QUEUED, 0, ""
 	return resp, nil
 }
 

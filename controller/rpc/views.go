@@ -28,8 +28,11 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 // is processing it.
 func (s *ControllerServer) messageView(v store.MessageView) *decreev1.MessageInfo {
 	mi := messageInfo(v)
-	if running, _, attempt, busy := s.d.Pipeline.Running(); busy && (v.State == store.StateQueued || v.State == store.StateInterrupted) && v.ID == running {
+	if running, routineName, attempt, busy := s.d.Pipeline.Running(); busy && (v.State == store.StateQueued || v.State == store.StateInterrupted) && v.ID == running {
 		mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
+		if mi.Routine == "" {
+			mi.Routine = routineName // chosen by the router or default_routine
+		}
 	}
 	return mi
 }
@@ -78,11 +81,14 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		return nil, Status(err)
 	}
 	resp := &decreev1.GetStatusResponse{ProjectDir: s.d.Store.Root(), Version: s.d.Version, Queued: int32(sum.Queued), Done: int32(sum.Done), Dead: int32(sum.Dead), Daemon: s.d.Daemon, Problems: s.d.Pipeline.Problems()}
-	running, _, attempt, busy := s.d.Pipeline.Running()
+	running, routineName, attempt, busy := s.d.Pipeline.Running()
 	if busy {
 		if v, ok := s.d.Store.QueuedView(running); ok {
 			resp.Running = messageInfo(v)
 			resp.Running.State, resp.Running.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
+			if resp.Running.Routine == "" {
+				resp.Running.Routine = routineName // chosen by the router or default_routine
+			}
 			resp.Queued--
 		}
 	}

@@ -11,17 +11,22 @@ import (
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/store"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// watchCursor is where a WatchMessage stream stands: the last event sent,
-// and, inside an attempt's log, the attempt and the next byte offset. Ended
-// says the outcome was sent. On the wire it is "w1.<seq>.<attempt>.<offset>"
-// with ".end" appended once ended; clients treat it as opaque.
+// watchCursor is where a WatchMessage stream of message id stands: the
+// last event sent, and, inside an attempt's log, the attempt and the next
+// byte offset. Ended says the outcome was sent. On the wire it is
+// "w2.<id>.<seq>.<attempt>.<offset>" with ".end" appended once ended;
+// clients treat it as opaque. The id ties a cursor to its message: a
+// cursor of another message (or of an older controller, "w1.") is
+// refused.
 type watchCursor struct {
+	id      string
 	seq     uint64
 	attempt int
 	offset  uint64
@@ -29,34 +34,38 @@ type watchCursor struct {
 }
 
 func (c watchCursor) String() string {
-	s := fmt.Sprintf("w1.%d.%d.%d", c.seq, c.attempt, c.offset)
+	s := fmt.Sprintf("w2.%s.%d.%d.%d", c.id, c.seq, c.attempt, c.offset)
 	if c.ended {
 		s += ".end"
 	}
 	return s
 }
 
-func parseCursor(s string) (watchCursor, error) {
-	var c watchCursor
+// parseCursor reads a cursor for message id ("" starts at the beginning).
+func parseCursor(s, id string) (watchCursor, error) {
+	c := watchCursor{id: id}
 	if s == "" {
 		return c, nil
 	}
 	bad := status.Errorf(codes.InvalidArgument, "cursor %q is not a WatchMessage cursor; pass the cursor of a response, or none to start from the beginning", s)
 	parts := strings.Split(s, ".")
-	if len(parts) < 4 || len(parts) > 5 || parts[0] != "w1" || (len(parts) == 5 && parts[4] != "end") {
+	if len(parts) < 5 || len(parts) > 6 || parts[0] != "w2" || (len(parts) == 6 && parts[5] != "end") {
 		return c, bad
+	}
+	if parts[1] != id {
+		return c, status.Errorf(codes.InvalidArgument, "cursor %q belongs to a WatchMessage of message %s, not %s; pass a cursor of this message's stream, or none to start from the beginning", s, parts[1], id)
 	}
 	var err error
-	if c.seq, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
+	if c.seq, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
 		return c, bad
 	}
-	if c.attempt, err = strconv.Atoi(parts[2]); err != nil || c.attempt < 0 {
+	if c.attempt, err = strconv.Atoi(parts[3]); err != nil || c.attempt < 0 {
 		return c, bad
 	}
-	if c.offset, err = strconv.ParseUint(parts[3], 10, 64); err != nil {
+	if c.offset, err = strconv.ParseUint(parts[4], 10, 64); err != nil {
 		return c, bad
 	}
-	c.ended = len(parts) == 5
+	c.ended = len(parts) == 6
 	return c, nil
 }
 
@@ -83,7 +92,7 @@ func (s *ControllerServer) WatchMessage(req *decreev1.WatchMessageRequest, strea
 	if err := store.CheckID(id); err != nil {
 		return status.Errorf(codes.InvalidArgument, "message_id %q is not a message id (<chain>-<seq>)", id)
 	}
-	cur, err := parseCursor(req.GetCursor())
+	cur, err := parseCursor(req.GetCursor(), id)
 	if err != nil {
 		return err
 	}
@@ -180,8 +189,20 @@ func (w *messageWatch) sendOutcome(v store.MessageView, reason string) error {
 	if v.State == store.StateDead && reason == "" {
 		out.Reason = v.Problem
 	}
+	switch v.State {
+	case store.StateDone:
+		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_SUCCEEDED
+	case store.StateDead:
+		out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_DEAD_LETTERED // also a message rejected before any run
+		if strings.HasPrefix(v.Problem, string(msgstate.Cancelled)+":") {
+			out.Outcome = decreev1.RunOutcome_RUN_OUTCOME_CANCELLED // cancelled while queued: the dead note's typed reason
+		}
+	}
 	if run, err := w.s.d.Store.OpenRun(w.id); err == nil {
 		out.Attempts = int32(len(run.State().Attempts))
+		if o, ok := runOutcomes[run.State().Outcome]; ok && run.State().Outcome != "" {
+			out.Outcome = o // the run record tells a cancel from a failure
+		}
 	}
 	w.cur.attempt, w.cur.offset, w.cur.ended = 0, 0, true
 	return w.send(&decreev1.WatchMessageResponse{Item: &decreev1.WatchMessageResponse_Outcome{Outcome: out}})

@@ -205,35 +205,6 @@ func (s *Store) FindMessage(idOrName string) (MessageView, error) {
 	return MessageView{}, fmt.Errorf("%w: no message %q in the inbox, done or dead", ErrNotFound, idOrName)
 }
 
-// Runs opens the run directories of a chain (every chain when chain is
-// ""), newest first, at most limit of them (all when limit <= 0). Runs
-// whose state cannot be read are left out.
-func (s *Store) Runs(chain string, limit int) ([]*Run, error) {
-	ents, err := os.ReadDir(s.path(layout.Runs))
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	var ids []string
-	for _, e := range ents {
-		if e.IsDir() && CheckID(e.Name()) == nil && (chain == "" || strings.HasPrefix(e.Name(), chain+"-")) {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return message.IDLess(ids[j], ids[i]) })
-	var out []*Run
-	for _, id := range ids {
-		run, err := s.OpenRun(id)
-		if err != nil {
-			continue
-		}
-		out = append(out, run)
-		if limit > 0 && len(out) == limit {
-			break
-		}
-	}
-	return out, nil
-}
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line

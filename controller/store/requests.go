@@ -43,17 +43,21 @@ type Request struct {
 	File      string    `json:"file,omitempty"`
 	Sequence  uint64    `json:"event_sequence,omitempty"`
 	Created   time.Time `json:"created"`
+	// Response is the first call's answer as the API encoded it (opaque
+	// to the store), so a replay returns exactly that.
+	Response json.RawMessage `json:"response,omitempty"`
 }
 
 // CheckRequestID validates an idempotency key: 1 to 128 printable ASCII
-// characters.
+// characters (0x20 to 0x7e: space included). Keys are stored under their
+// SHA-256, so no character of them reaches a file name.
 func CheckRequestID(key string) error {
 	if len(key) > MaxRequestIDLen {
 		return fmt.Errorf("request_id is %d characters long; at most %d are allowed", len(key), MaxRequestIDLen)
 	}
 	for _, r := range key {
-		if r < 0x21 || r > 0x7e {
-			return fmt.Errorf("request_id %q contains %q; use printable ASCII without spaces (a UUID, say)", key, r)
+		if r < 0x20 || r > 0x7e {
+			return fmt.Errorf("request_id %q contains %q; use printable ASCII, space included (a UUID, say)", key, r)
 		}
 	}
 	return nil

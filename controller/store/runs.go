@@ -230,6 +230,7 @@ func (s *Store) OpenRun(id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.runReads.Add(1)
 	st, err := readState(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: no run %s", ErrNotFound, id)

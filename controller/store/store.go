@@ -52,6 +52,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/decreehq/decree/pkg/fsutil"
@@ -110,6 +111,9 @@ type Store struct {
 	interrupted map[string]int      // message id -> interrupted attempt (0: none), see InterruptedAttempt
 	open        map[string]bool     // ids of runs without an outcome (nil: not scanned yet)
 	counts      map[string]dirCount // message counts of done/ and dead/ by stamp
+	runIdx      *runIndex           // run ids by the stamp of runs/, see runindex.go
+
+	runReads atomic.Int64 // state.json files read by OpenRun, see RunReads
 }
 
 // Open opens (creating when missing) the .decree/ layout under projectRoot,

@@ -37,6 +37,12 @@ func runTea(ctx context.Context, m tea.Model, in io.Reader, out io.Writer) (tea.
 	if !isTerminal(in) {
 		eof = &eofReader{r: in}
 		in = eof
+	} else if !isTerminalWriter(out) {
+		// The screen is the input's terminal, behind a writer that hides
+		// it (decreectl locks its stdout). Without a terminal to ask,
+		// Bubble Tea knows no width and so never erases the rest of a
+		// redrawn line, leaving pieces of the old one ("✔ name: xuired)").
+		out = termWriter{Writer: out, fd: in.(interface{ Fd() uintptr }).Fd()}
 	}
 	p := tea.NewProgram(m,
 		tea.WithContext(ctx),
@@ -58,6 +64,22 @@ func runTea(ctx context.Context, m tea.Model, in io.Reader, out io.Writer) (tea.
 	}
 	return final, nil
 }
+
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// termWriter writes to w and names the terminal fd as its own, so Bubble
+// Tea reads the window size (and its changes) from that terminal.
+type termWriter struct {
+	io.Writer
+	fd uintptr
+}
+
+func (t termWriter) Read([]byte) (int, error) { return 0, io.EOF }
+func (t termWriter) Close() error             { return nil }
+func (t termWriter) Fd() uintptr              { return t.fd }
 
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(interface{ Fd() uintptr })

@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
-	"github.com/decreehq/decree/internal/testtool"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // demoEnv makes the test binary act as a tiny interactive program: it runs
@@ -32,13 +35,23 @@ type demoOutcome struct {
 	Aborted bool     `json:"aborted,omitempty"`
 }
 
+// plainWriter hides that it writes to a terminal, as decreectl's own
+// stdout wrapper (a lock around os.Stdout) does.
+type plainWriter struct{ w io.Writer }
+
+func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
+
 func runDemo(outPath string) int {
+	var out io.Writer = os.Stdout
+	if os.Getenv("DECREE_INTERACT_DEMO_WRAP") != "" {
+		out = plainWriter{os.Stdout}
+	}
 	a, err := Ask(context.Background(), Options{
 		Routines:       sampleRoutines(),
 		DefaultRoutine: "develop",
 		ProjectRoot:    os.Getenv("DECREE_INTERACT_DEMO_ROOT"),
 		In:             os.Stdin,
-		Out:            os.Stdout,
+		Out:            out,
 	})
 	res := demoOutcome{Answers: a}
 	if err != nil {
@@ -94,6 +107,11 @@ func (s *tmuxSession) keys(names ...string) {
 func (s *tmuxSession) text(t string) { s.tmux("send-keys", "-t", "demo", "-l", t) }
 
 func startTmux(t *testing.T, root string) (*tmuxSession, string) {
+	return startTmuxWith(t, root)
+}
+
+// startTmuxWith starts the demo with extra VAR=value settings.
+func startTmuxWith(t *testing.T, root string, env ...string) (*tmuxSession, string) {
 	testtool.Require(t, "tmux")
 	exe, err := os.Executable()
 	if err != nil {
@@ -102,8 +120,8 @@ func startTmux(t *testing.T, root string) (*tmuxSession, string) {
 	outPath := filepath.Join(t.TempDir(), "outcome.json")
 	s := &tmuxSession{t: t, socket: fmt.Sprintf("decree-interact-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	// After the program, stty records the terminal mode it left behind.
-	command := fmt.Sprintf("env %s=%q DECREE_INTERACT_DEMO_ROOT=%q TERM=xterm-256color %q; stty -a > %q; sleep 30",
-		demoEnv, outPath, root, exe, outPath+".stty")
+	command := fmt.Sprintf("env %s=%q DECREE_INTERACT_DEMO_ROOT=%q TERM=xterm-256color %s %q; stty -a > %q; sleep 30",
+		demoEnv, outPath, root, strings.Join(env, " "), exe, outPath+".stty")
 	s.tmux("new-session", "-d", "-s", "demo", "-x", "100", "-y", "40", command)
 	t.Cleanup(func() { _ = exec.Command("tmux", "-L", s.socket, "kill-server").Run() })
 	return s, outPath
@@ -202,6 +220,108 @@ func waitFile(t *testing.T, path string) string {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never written", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/screens.golden from the screens seen")
+
+// TestTmuxNoLeftoversAfterRedraw drives the questions behind a writer that
+// hides the terminal (as decreectl's stdout does) and compares the whole
+// screen after every keystroke with testdata/screens.golden: a redrawn
+// line must not keep the end of the line it replaced ("✔ target_branch:
+// developefault: main)").
+func TestTmuxNoLeftoversAfterRedraw(t *testing.T) {
+	steps := []struct{ keys, text string }{
+		{}, // the first screen
+		{keys: "Down"}, {keys: "Up"}, {keys: "Enter"},
+		{text: "x"}, {text: "1"}, {keys: "BSpace"}, {keys: "Enter"},
+		{keys: "Enter"}, // no input file
+		{text: "d"}, {text: "e"}, {text: "v"}, {keys: "Enter"},
+		{text: "b"}, {keys: "Enter"}, {keys: "Enter"},
+	}
+	root := t.TempDir()
+	s, outPath := startTmuxWith(t, root, "DECREE_INTERACT_DEMO_WRAP=1")
+	var golden strings.Builder
+	want := readScreens(t)
+	for i, st := range steps {
+		switch {
+		case st.keys != "":
+			s.keys(st.keys)
+		case st.text != "":
+			s.text(st.text)
+		}
+		name := fmt.Sprintf("step %d: %s%s", i, st.keys, st.text)
+		screen := s.settle(want[name])
+		fmt.Fprintf(&golden, "### %s\n%s", name, screen)
+		if !*update && screen != want[name] {
+			t.Fatalf("%s: the screen shows\n%s\nwant\n%s", name, screen, want[name])
+		}
+	}
+	if *update {
+		if err := os.WriteFile(filepath.Join("testdata", "screens.golden"), []byte(golden.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := readOutcome(t, outPath); o.Answers == nil || o.Answers.Name != "x" || o.Answers.Custom["target_branch"] != "dev" || o.Answers.Body != "b" {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+// readScreens reads testdata/screens.golden: "### NAME" lines, each
+// followed by the screen's non-blank lines (right-trimmed).
+func readScreens(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	b, err := os.ReadFile(filepath.Join("testdata", "screens.golden"))
+	if err != nil {
+		if *update {
+			return out
+		}
+		t.Fatal(err)
+	}
+	name := ""
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if n, ok := strings.CutPrefix(line, "### "); ok {
+			name = strings.TrimSuffix(n, "\n")
+			continue
+		}
+		out[name] += line
+	}
+	return out
+}
+
+// screen is the pane with trailing blanks and blank lines dropped.
+func (s *tmuxSession) screen() string {
+	var b strings.Builder
+	for _, line := range strings.Split(s.capture(), "\n") {
+		if line = strings.TrimRight(line, " "); line != "" {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// settle returns the screen once it equals want, or, when it never does
+// within the limit (or want is empty, when updating), once it stayed the
+// same for a while.
+func (s *tmuxSession) settle(want string) string {
+	s.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	last, same := "", 0
+	for {
+		cur := s.screen()
+		if want != "" && cur == want {
+			return cur
+		}
+		if cur == last {
+			same++
+		} else {
+			last, same = cur, 0
+		}
+		if (want == "" && same >= 10) || time.Now().After(deadline) {
+			return cur
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

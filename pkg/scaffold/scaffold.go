@@ -69,6 +69,10 @@ type Report struct {
 	Created []string
 	// Kept lists files that already existed and were left alone.
 	Kept []string
+	// Updated lists files that existed and were completed: a
+	// .decree/.gitignore missing some of the runtime files gets them
+	// appended, its own lines kept.
+	Updated []string
 }
 
 // Dirs are the directories of .decree/ that Init creates.
@@ -107,6 +111,16 @@ func Init(root string, opts Options) (*Report, error) {
 		dst := filepath.Join(dot, filepath.FromSlash(rel))
 		show := filepath.ToSlash(filepath.Join(layout.Dir, rel))
 		if _, err := os.Lstat(dst); err == nil {
+			if rel == layout.GitIgnore {
+				added, err := completeGitIgnore(dst, out.Bytes())
+				if err != nil {
+					return err
+				}
+				if added {
+					rep.Updated = append(rep.Updated, show)
+					return nil
+				}
+			}
 			rep.Kept = append(rep.Kept, show)
 			return nil
 		}
@@ -222,4 +236,42 @@ ai() {
 func yamlQuote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 	return `"` + r.Replace(s) + `"`
+}
+
+// completeGitIgnore appends to an existing .decree/.gitignore the patterns
+// of want it lacks (a project set up by an older decree ignores fewer of
+// the runtime files), keeping every line of its own. It reports whether it
+// added any.
+func completeGitIgnore(path string, want []byte) (bool, error) {
+	have, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	present := map[string]bool{}
+	for _, l := range strings.Split(string(have), "\n") {
+		present[strings.TrimSpace(l)] = true
+	}
+	var missing []string
+	for _, l := range strings.Split(string(want), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "#") && !present[l] {
+			missing = append(missing, l)
+		}
+	}
+	if len(missing) == 0 {
+		return false, nil
+	}
+	out := append([]byte{}, have...)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	out = append(out, "# Added by decreectl init: more runtime state of decree.\n"+strings.Join(missing, "\n")+"\n"...)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if err := fsutil.WriteFileAtomic(path, out, fi.Mode().Perm()); err != nil {
+		return false, fmt.Errorf("update %s: %w", path, err)
+	}
+	return true, nil
 }

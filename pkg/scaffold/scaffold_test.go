@@ -5,10 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/pkg/config"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 func lookOnly(names ...string) func(string) (string, error) {
@@ -172,4 +175,101 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestGitIgnoreCoversRuntimeFiles asks git itself (check-ignore) which
+// names of .decree/ the scaffolded .gitignore ignores: every file the
+// controller, worker and decreectl keep as runtime state is ignored, the
+// project's history (runs, inbox, processed.md) and configuration are not.
+func TestGitIgnoreCoversRuntimeFiles(t *testing.T) {
+	git := testtool.Require(t, "git")
+	root := t.TempDir()
+	if out, err := exec.Command(git, "-C", root, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	if _, err := Init(root, Options{Tool: "claude"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		ignored bool
+	}{
+		{layout.Socket, true},
+		{layout.ControllerLock, true},
+		{layout.Leases, true},
+		{"." + layout.Leases + ".tmp-spare", true},
+		{layout.Events, true},
+		{layout.InstanceID, true},
+		{layout.WorkerID, true},
+		{"worker-0123456789ab.lock", true},
+		{layout.LastRun, true},
+		{"cron-state.json", true},
+		{layout.StatCache, true},
+		{layout.Objects + "/ab/cdef", true},
+		{layout.Requests + "/key.json", true},
+		{layout.Venv + "/bin/python", true},
+		{layout.Runs + "/1-0/.state.json.tmp-spare", true},
+		{layout.Config, false},
+		{layout.Processed, false},
+		{layout.Runs + "/1-0/run.json", false},
+		{layout.Runs + "/1-0/routine.log", false},
+		{layout.Done + "/fix.md", false},
+		{layout.Dead + "/fix.md.dead.txt", false},
+		{layout.Migrations + "/01-a.spec.md", false},
+		{layout.Routines + "/develop.sh", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(layout.Dir, tc.name)
+			err := exec.Command(git, "-C", root, "check-ignore", "-q", "--no-index", p).Run()
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			if got := err == nil; got != tc.ignored {
+				t.Errorf("git check-ignore %s: ignored=%v, want %v", p, got, tc.ignored)
+			}
+		})
+	}
+}
+
+// TestInitCompletesOldGitIgnore: init on a project whose .gitignore came
+// from an older decree appends the missing runtime names and keeps the
+// user's own lines; a second init changes nothing.
+func TestInitCompletesOldGitIgnore(t *testing.T) {
+	root := t.TempDir()
+	gi := filepath.Join(root, layout.Dir, layout.GitIgnore)
+	if err := os.MkdirAll(filepath.Dir(gi), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gi, []byte("decree.sock\nmine.txt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Init(root, Options{Tool: "claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Updated, ".decree/.gitignore") {
+		t.Errorf("Updated = %v, want .decree/.gitignore", rep.Updated)
+	}
+	b, _ := os.ReadFile(gi)
+	lines := strings.Split(string(b), "\n")
+	for _, want := range []string{"mine.txt", "controller.lock", "leases.json", "events.jsonl", "worker-*.lock"} {
+		if !slices.Contains(lines, want) {
+			t.Errorf(".gitignore lacks line %q:\n%s", want, b)
+		}
+	}
+	if strings.Count(string(b), "decree.sock") != 1 {
+		t.Errorf("decree.sock repeated:\n%s", b)
+	}
+	rep, err = Init(root, Options{Tool: "claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Updated) != 0 || !slices.Contains(rep.Kept, ".decree/.gitignore") {
+		t.Errorf("second init: Updated %v Kept %v", rep.Updated, rep.Kept)
+	}
+	if b2, _ := os.ReadFile(gi); string(b2) != string(b) {
+		t.Errorf("second init changed .gitignore:\n%s", b2)
+	}
 }

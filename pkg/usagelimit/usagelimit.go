@@ -14,28 +14,36 @@
 //     "reset(s)" ("You've hit your session limit · resets 1:10am",
 //     "5-hour limit reached ∙ resets 3am", "Weekly limit reached · resets
 //     Mon 9am");
-//   - Claude's machine form "Claude AI usage limit reached|<unix time>".
+//   - Claude's machine form "Claude AI usage limit reached|<unix time>";
+//   - a usage limit hit or reached, then "try again" ("You've hit your
+//     usage limit. ... try again at Dec 29th, 2025 10:15 PM").
 //
-// Lines merely mentioning limits ("see the rate limit docs") do not match.
-// The last notice of the log wins.
+// Lines merely mentioning limits ("see the rate limit docs") do not match,
+// and neither do warnings that a limit is near ("Approaching usage limit ·
+// resets at 10pm", "You've used 90% of your weekly limit"): the tool goes on
+// working after those, so an attempt that fails after one failed for its
+// own reasons. The last notice of the log wins.
 //
 // # Reset time
 //
 // The time after "reset(s)", "until", "try again" or "available again"
-// (optionally "at"): "3am", "1:10am", "3:00 PM",
-// "15:00", optionally a weekday ("Mon 9am"), optionally a zone in
-// parentheses or brackets ("(America/Denver)", "[UTC]"); also "in 2h 30m"
-// and the unix time of the machine form. The time is read in its zone,
-// else in the caller's zone, and rolled to the next day (or the named
-// weekday) when already past. A notice without a readable time resets in
-// an hour. Every wait is capped by Options.MaxWait.
+// (optionally "at" or "on"): a clock time "3am", "1:10am", "6:26:08pm",
+// "3:00 PM", "15:00"; optionally before it a weekday ("Mon 9am") or a date
+// ("Oct 9, 10:30am", "Oct 9 at 10:30am", "Dec 29th, 2025 10:15 PM", "9 Oct",
+// "2026-10-09 10:30"; a date alone means its midnight); optionally after it
+// a zone in parentheses or brackets ("(America/Denver)", "[UTC]"). Also
+// "in 2h 30m", "in 4 days 2 hours 3 minutes" and the unix time of the
+// machine form. The time is read in its zone, else in the caller's zone. A
+// clock time alone is rolled to the next day (a weekday to that day) when
+// already past; a date without a year is taken in the year that puts it
+// nearest to now; a dated time already past means the limit has reset (no
+// wait). A notice without a readable time resets in an hour. Every wait is
+// capped by Options.MaxWait.
 package usagelimit
 
 import (
 	"bytes"
 	"regexp"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -72,6 +80,7 @@ var builtin = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\busage limit\b.*\breset`),
 	regexp.MustCompile(`(?i)\b(?:session|5-hour|five-hour|hourly|daily|weekly|opus|sonnet)\s+limit\b.*\bresets?\b`),
 	regexp.MustCompile(`(?i)\busage limit reached\|\d{9,}`),
+	regexp.MustCompile(`(?i)\b(?:hit|reached)\b.*\busage limit\b.*\b(?:try again|available again)\b`),
 }
 
 // Detect returns the last usage-limit notice in log, if any.
@@ -94,6 +103,9 @@ func Detect(log []byte, opts Options) (Notice, bool) {
 	lines := bytes.Split(log, []byte("\n"))
 	for i := len(lines) - 1; i >= 0; i-- {
 		line := string(bytes.TrimSpace(lines[i]))
+		if warningRe.MatchString(line) {
+			continue
+		}
 		for _, re := range patterns {
 			if re.MatchString(line) {
 				return notice(line, opts), true
@@ -116,68 +128,6 @@ func notice(line string, opts Options) Notice {
 		n.Reset, n.Capped = opts.Now.Add(opts.MaxWait), true
 	}
 	return n
-}
-
-var (
-	epochRe    = regexp.MustCompile(`(?i)usage limit reached\|(\d{9,})`)
-	relativeRe = regexp.MustCompile(`(?i)\bresets?\s+in\s+(?:(\d+)\s*h(?:ours?|rs?)?)?\s*(?:(\d+)\s*m(?:in(?:ute)?s?)?)?`)
-	clockRe    = regexp.MustCompile(`(?i)\b(?:resets?|until|try again|available again)\b(?:\s+at)?[\s:·∙•\-–—]*` +
-		`(?:(mon|tue|wed|thu|fri|sat|sun)[a-z]*,?\s+)?` +
-		`(?:at\s+)?(\d{1,2})(?:[:.](\d{2}))?\s*([ap])?\.?\s*(?:m\b\.?)?` +
-		`(?:\s*[(\[]\s*([A-Za-z_]+(?:/[A-Za-z0-9_+\-]+)*)\s*[)\]])?`)
-	weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday, "wed": time.Wednesday,
-		"thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
-)
-
-// resetTime reads the reset time of a notice line.
-func resetTime(line string, now time.Time, loc *time.Location) (time.Time, bool) {
-	if m := epochRe.FindStringSubmatch(line); m != nil {
-		if sec, err := strconv.ParseInt(m[1], 10, 64); err == nil {
-			t := time.Unix(sec, 0)
-			if t.After(now) {
-				return t, true
-			}
-		}
-		return time.Time{}, false
-	}
-	if m := relativeRe.FindStringSubmatch(line); m != nil && (m[1] != "" || m[2] != "") {
-		h, _ := strconv.Atoi(m[1])
-		mins, _ := strconv.Atoi(m[2])
-		return now.Add(time.Duration(h)*time.Hour + time.Duration(mins)*time.Minute), true
-	}
-	m := clockRe.FindStringSubmatch(line)
-	if m == nil {
-		return time.Time{}, false
-	}
-	hour, _ := strconv.Atoi(m[2])
-	minute, _ := strconv.Atoi(m[3])
-	switch ampm := strings.ToLower(m[4]); {
-	case ampm == "" && hour > 23, minute > 59:
-		return time.Time{}, false
-	case ampm != "" && (hour < 1 || hour > 12):
-		return time.Time{}, false
-	case ampm == "a" && hour == 12:
-		hour = 0
-	case ampm == "p" && hour < 12:
-		hour += 12
-	}
-	if m[5] != "" {
-		if z, err := time.LoadLocation(m[5]); err == nil {
-			loc = z
-		}
-	}
-	local := now.In(loc)
-	t := time.Date(local.Year(), local.Month(), local.Day(), hour, minute, 0, 0, loc)
-	if wd, ok := weekdays[strings.ToLower(m[1])]; ok {
-		for t.Weekday() != wd || !t.After(now) {
-			t = t.AddDate(0, 0, 1)
-		}
-		return t, true
-	}
-	if !t.After(now) {
-		t = t.AddDate(0, 0, 1)
-	}
-	return t, true
 }
 
 var sessionRes = []*regexp.Regexp{

@@ -33,6 +33,21 @@ func TestDetect(t *testing.T) {
 		{"cap", "usage limit reached; resets in 200h", "cap"},
 		{"last notice wins", "You've hit your session limit · resets 1:10am\nretrying\n5-hour limit reached ∙ resets 3am\n", "2026-11-25T02:00:00Z"},
 		{"custom pattern", "quota exhausted, try again at 6pm", "2026-11-24T17:00:00Z"},
+		{"seconds after pm", "You've hit your session limit · resets 6:26:08pm", "2026-11-24T17:26:08Z"},
+		{"seconds 24 h", "5-hour limit reached ∙ resets 18:26:08", "2026-11-24T17:26:08Z"},
+		{"weekly with date and comma", "You've hit your weekly limit · resets Dec 1, 10:30am", "2026-12-01T09:30:00Z"},
+		{"weekly with date and at and zone", "Weekly limit reached · resets Nov 27 at 10:30am (America/Denver)", "2026-11-27T17:30:00Z"},
+		{"weekly with long month and bracketed zone", "Weekly limit reached · resets December 1, 10am [UTC]", "2026-12-01T10:00:00Z"},
+		{"weekday and date", "weekly limit reached · resets Mon, Nov 30, 9am", "2026-11-30T08:00:00Z"},
+		{"day before month", "weekly limit reached · resets 29 Nov 9:15pm", "2026-11-29T20:15:00Z"},
+		{"date without time is its midnight", "weekly limit reached · resets Nov 28", "2026-11-27T23:00:00Z"},
+		{"ISO date", "Weekly limit reached; resets 2026-11-26 07:45", "2026-11-26T06:45:00Z"},
+		{"dated time already past: no wait", "weekly limit reached · resets Nov 24, 9am", "now"},
+		{"codex try again at an ordinal date", "You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again at Nov 29th, 2026 10:15 PM.", "2026-11-29T21:15:00Z"},
+		{"codex try again in days", "You've hit your usage limit. Upgrade to Pro or try again in 1 day 2 hours 3 minutes.", "2026-11-25T15:21:00Z"},
+		{"zone in parentheses UTC", "session limit reached · resets 9pm (UTC)", "2026-11-24T21:00:00Z"},
+		{"zone with underscore in brackets", "session limit reached · resets 5pm [America/New_York]", "2026-11-24T22:00:00Z"},
+		{"warning after the notice is not the notice", "usage limit reached, resets 3am\nApproaching usage limit · resets at 10pm", "2026-11-25T02:00:00Z"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,6 +60,10 @@ func TestDetect(t *testing.T) {
 			case "fallback":
 				if n.Parsed || !n.Reset.Equal(now.Add(Fallback)) {
 					t.Errorf("reset %v parsed %v, want the one-hour fallback", n.Reset, n.Parsed)
+				}
+			case "now":
+				if !n.Parsed || !n.Reset.Equal(now) {
+					t.Errorf("reset %v parsed %v, want now (the reset has passed)", n.Reset, n.Parsed)
 				}
 			case "cap":
 				if !n.Capped || !n.Reset.Equal(now.Add(7*24*time.Hour)) {
@@ -62,6 +81,24 @@ func TestDetect(t *testing.T) {
 	}
 }
 
+// TestDateYear: a date without a year is taken in the year nearest to now,
+// so a reset printed in late December for early January is next year's.
+func TestDateYear(t *testing.T) {
+	now := time.Date(2026, 12, 30, 22, 0, 0, 0, time.UTC)
+	cases := []struct{ log, want string }{
+		{"weekly limit reached · resets Jan 2, 8am (UTC)", "2027-01-02T08:00:00Z"},
+		{"weekly limit reached · resets Dec 31, 8am (UTC)", "2026-12-31T08:00:00Z"},
+		{"weekly limit reached · resets Jan 2, 2027 8am (UTC)", "2027-01-02T08:00:00Z"},
+		{"weekly limit reached · resets Feb 30, 8am (UTC)", "2026-12-30T23:00:00Z"}, // no such day: the fallback
+	}
+	for _, c := range cases {
+		n, ok := Detect([]byte(c.log), Options{Now: now, Location: time.UTC, MaxWait: 7 * 24 * time.Hour})
+		if got := n.Reset.UTC().Format(time.RFC3339); !ok || got != c.want {
+			t.Errorf("%q: reset %s (found %v), want %s", c.log, got, ok, c.want)
+		}
+	}
+}
+
 func TestNoNotice(t *testing.T) {
 	for _, log := range []string{
 		"See the rate limit docs at https://docs.example.com/limits",
@@ -70,6 +107,11 @@ func TestNoNotice(t *testing.T) {
 		"weekly report: limit reached for 3 of 5 tasks",
 		"error: build failed\nexit status 1",
 		"quota exhausted",
+		"Approaching usage limit · resets at 10pm",
+		"Approaching Opus usage limit · resets 6:26:08pm",
+		"You've used 90% of your weekly limit · resets Oct 9, 10:30am",
+		"You're close to your session limit · resets 3am",
+		"Weekly limit: 75% used · resets Mon 9am",
 	} {
 		if n, ok := Detect([]byte(log), Options{Patterns: []string{`quota exhausted.*try again`}}); ok {
 			t.Errorf("%q matched as a usage-limit notice: %+v", log, n)

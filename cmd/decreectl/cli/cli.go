@@ -38,6 +38,9 @@ type globals struct {
 	output     string
 	verbose    bool
 	log        *slog.Logger
+	// shown are warnings the log printed, so the event printer does not
+	// print them again (loglines.go).
+	shown *shownWarnings
 	// process is set by commands that process messages (run, process):
 	// only they let an embedded controller run its processing loop.
 	process bool
@@ -114,11 +117,11 @@ func newRoot(g *globals) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			level := slog.LevelWarn
-			if g.verbose {
-				level = slog.LevelDebug
+			g.shown = &shownWarnings{}
+			g.log = slog.New(newLineHandler(g.stderr, slog.LevelWarn, g.shown))
+			if g.verbose { // everything, as slog lines with their times
+				g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			}
-			g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
 			if g.output != "" && g.output != "text" && g.output != "json" {
 				return &exitError{code: 2, msg: fmt.Sprintf("-o %s: choose text or json", g.output)}
 			}

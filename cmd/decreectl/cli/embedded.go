@@ -52,7 +52,7 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 	// reconnect notices during shutdown are expected and not news.
 	wlog := log.With("part", "worker")
 	if !log.Enabled(ctx, slog.LevelDebug) {
-		wlog = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		wlog = slog.New(newLineHandler(stderr, slog.LevelError, nil))
 	}
 	go func() {
 		worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog})

@@ -80,7 +80,8 @@ func (g *globals) follow(ctx context.Context, c decreev1.ControllerServiceClient
 		case decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD:
 			res.dead++
 		}
-		if line := eventLine(ev); line != "" {
+		shown := ev.GetKind() == decreev1.EventKind_EVENT_KIND_WARNING && g.shown.take(ev.GetText())
+		if line := eventLine(ev); line != "" && !shown {
 			fmt.Fprintln(g.stderr, line)
 		}
 		stopCountdown = g.countdown(ev)

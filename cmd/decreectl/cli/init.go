@@ -25,6 +25,9 @@ func newInitCmd(g *globals) *cobra.Command {
 			for _, f := range rep.Created {
 				fmt.Fprintln(g.stdout, "created", f)
 			}
+			for _, f := range rep.Updated {
+				fmt.Fprintln(g.stdout, "updated", f)
+			}
 			for _, f := range rep.Kept {
 				fmt.Fprintln(g.stdout, "kept   ", f)
 			}

@@ -45,6 +45,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 			running := "-"
 			if r := st.GetRunning(); r != nil {
 				running = fmt.Sprintf("%s (%s, attempt %d)", r.GetId(), r.GetRoutine(), r.GetAttempts())
+				if r.GetRoutine() == "" { // an older controller, or the routine is still being chosen
+					running = fmt.Sprintf("%s (attempt %d)", r.GetId(), r.GetAttempts())
+				}
 			}
 			fmt.Fprintf(g.stdout, "project     %s\n", st.GetProjectDir())
 			fmt.Fprintf(g.stdout, "running     %s\n", running)

@@ -10,7 +10,8 @@ import (
 // limit <= 0), as one response.
 func listRuns(ctx context.Context, c decreev1.ControllerServiceClient, chain string, limit int) (*decreev1.ListRunsResponse, error) {
 	out := &decreev1.ListRunsResponse{}
-	req := &decreev1.ListRunsRequest{Chain: chain}
+	// The largest pages the API gives: fewer round trips for long listings.
+	req := &decreev1.ListRunsRequest{Chain: chain, PageSize: 1000}
 	for {
 		if limit > 0 {
 			req.PageSize = int32(min(limit-len(out.Runs), 1000))

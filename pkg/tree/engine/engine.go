@@ -129,10 +129,11 @@ func (r *runner) step(ctx context.Context, s *tree.Step) (*tree.Step, error) {
 	switch s.Kind {
 	case tree.KindStart:
 		r.say("%s: start", s.Label())
+		r.add(NodeReport{ID: s.ID, Where: s.Where, Name: s.Text, Type: string(s.Kind), Route: s.Routes[0].Label})
 		return s.Routes[0].To, nil
 	case tree.KindEnd:
 		r.say("%s: end", s.Label())
-		r.add(NodeReport{ID: s.ID, Name: s.Text, Type: string(s.Kind)})
+		r.add(NodeReport{ID: s.ID, Where: s.Where, Name: s.Text, Type: string(s.Kind)})
 		return nil, nil
 	}
 	prompt, err := r.fill(s.Prompt)

@@ -151,7 +151,7 @@ func TestDecisionFollowsAnswer(t *testing.T) {
 	for _, n := range rep.Nodes {
 		got = append(got, n.Type+":"+n.ID+":"+n.Route)
 	}
-	if strings.Join(got, " ") != "process:4: decision:5:No process:6: end:8:" || rep.Status != "succeeded" || rep.Chart != "Test chart" {
+	if strings.Join(got, " ") != "start:3: process:4: decision:5:No process:6: end:8:" || rep.Status != "succeeded" || rep.Chart != "Test chart" {
 		t.Errorf("report: status %s, nodes %v", rep.Status, got)
 	}
 	if !strings.Contains(out, `answered "No" -> node 6`) || !strings.Contains(out, "working on it") {
@@ -309,7 +309,7 @@ esac`)
 	if !strings.Contains(prompts[4], "look again at file 2") || !strings.Contains(prompts[4], `"Yes", "No"`) {
 		t.Errorf("decision retry prompt:\n%s", prompts[4])
 	}
-	if rep.Nodes[1].Route != "Yes" || rep.Nodes[len(rep.Nodes)-1].ID != "7" {
+	if rep.Nodes[0].Type != "start" || rep.Nodes[2].Route != "Yes" || rep.Nodes[len(rep.Nodes)-1].ID != "7" {
 		t.Errorf("report %+v", rep.Nodes)
 	}
 }

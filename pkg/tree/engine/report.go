@@ -10,7 +10,8 @@ import (
 	"github.com/decreehq/decree/pkg/fsutil"
 )
 
-// Report is tree.json: the chart and every step run, in order.
+// Report is tree.json: the chart and every step run, in order, from the
+// Start terminator (when the chart has one) to the End reached.
 type Report struct {
 	Chart    string       `json:"chart"`
 	Routine  string       `json:"routine,omitempty"`
@@ -29,7 +30,7 @@ type NodeReport struct {
 	Where string `json:"where,omitempty"`
 	// Name is the node's text.
 	Name string `json:"name"`
-	// Type is process, decision or end.
+	// Type is start, process, decision or end.
 	Type string `json:"type"`
 	CLI  string `json:"cli,omitempty"`
 	// Response is the parsed answer (Process or Decision).

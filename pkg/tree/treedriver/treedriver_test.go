@@ -71,7 +71,7 @@ func TestRunsTheTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &rep); err != nil || rep.Status != "succeeded" || rep.Attempt != 2 || rep.Chart != "Driver test" || len(rep.Nodes) != 2 {
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Status != "succeeded" || rep.Attempt != 2 || rep.Chart != "Driver test" || len(rep.Nodes) != 3 || rep.Nodes[0].Type != "start" || rep.Nodes[2].Type != "end" {
 		t.Errorf("report %+v (%v)", rep, err)
 	}
 }

@@ -34,7 +34,9 @@ type SubmitMessageRequest struct {
 	// Keys are letters, digits, '_', '-' and '.', starting with a letter or
 	// '_' (at most 128 characters).
 	Fields []*Field `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
-	// Idempotency key (at most 128 printable ASCII characters), e.g. a UUID
+	// Idempotency key: 1 to 128 printable ASCII characters (0x20 to 0x7e,
+	// space included; a tab, newline or non-ASCII character is
+	// INVALID_ARGUMENT), e.g. a UUID
 	// the client makes once per submission and reuses on retries. A repeated
 	// key returns the first result with replayed set, even across controller
 	// restarts; the same key with a different name, body or fields is
@@ -326,7 +328,8 @@ type WatchMessageRequest struct {
 	// The message id (as SubmitMessage returned it).
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Resume after the response that carried this cursor; empty starts from
-	// the message's first event.
+	// the message's first event. A cursor of another message's stream is
+	// INVALID_ARGUMENT.
 	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -387,7 +390,12 @@ type MessageOutcome struct {
 	// empty when done.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Attempts made.
-	Attempts      int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// How it ended: RUN_OUTCOME_SUCCEEDED (done), RUN_OUTCOME_CANCELLED
+	// (dead by CancelMessage) or RUN_OUTCOME_DEAD_LETTERED (dead for any
+	// other reason: attempts exhausted, rejected, no capable worker). Act on
+	// this, not on the text of reason.
+	Outcome       RunOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=decree.v1.RunOutcome" json:"outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,6 +456,13 @@ func (x *MessageOutcome) GetAttempts() int32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *MessageOutcome) GetOutcome() RunOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return RunOutcome_RUN_OUTCOME_UNSPECIFIED
 }
 
 // WatchMessageResponse is one step of a message's life.
@@ -990,8 +1005,9 @@ func (x *WatchLogsResponse) GetChunk() *LogChunk {
 // ListMessagesRequest filters messages.
 type ListMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only these states; empty means all. Unknown values (and UNSPECIFIED)
-	// are INVALID_ARGUMENT.
+	// Only these states (QUEUED, RUNNING, DONE, DEAD, INTERRUPTED); empty
+	// means all. Unknown values (and UNSPECIFIED) are INVALID_ARGUMENT, and
+	// the error lists every accepted state.
 	States []MessageState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=decree.v1.MessageState" json:"states,omitempty"`
 	// Only this chain.
 	Chain string `protobuf:"bytes,2,opt,name=chain,proto3" json:"chain,omitempty"`
@@ -3090,13 +3106,14 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x13WatchMessageRequest\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x16\n" +
-	"\x06cursor\x18\x02 \x01(\tR\x06cursor\"\x92\x01\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\"\xc3\x01\n" +
 	"\x0eMessageOutcome\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.decree.v1.MessageStateR\x05state\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
-	"\battempts\x18\x04 \x01(\x05R\battempts\"\xc0\x01\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12/\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x15.decree.v1.RunOutcomeR\aoutcome\"\xc0\x01\n" +
 	"\x14WatchMessageResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12(\n" +
 	"\x05event\x18\x02 \x01(\v2\x10.decree.v1.EventH\x00R\x05event\x12'\n" +
@@ -3357,12 +3374,13 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*Field)(nil),                       // 50: decree.v1.Field
 	(*MessageInfo)(nil),                 // 51: decree.v1.MessageInfo
 	(MessageState)(0),                   // 52: decree.v1.MessageState
-	(*Event)(nil),                       // 53: decree.v1.Event
-	(*LogChunk)(nil),                    // 54: decree.v1.LogChunk
-	(*RunInfo)(nil),                     // 55: decree.v1.RunInfo
-	(*RoutineInfo)(nil),                 // 56: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),       // 57: google.protobuf.Timestamp
-	(*UsageLimitWait)(nil),              // 58: decree.v1.UsageLimitWait
+	(RunOutcome)(0),                     // 53: decree.v1.RunOutcome
+	(*Event)(nil),                       // 54: decree.v1.Event
+	(*LogChunk)(nil),                    // 55: decree.v1.LogChunk
+	(*RunInfo)(nil),                     // 56: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                 // 57: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),              // 59: decree.v1.UsageLimitWait
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
 	50, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
@@ -3370,80 +3388,81 @@ var file_decree_v1_controller_proto_depIdxs = []int32{
 	0,  // 2: decree.v1.SubmitMessageStreamRequest.header:type_name -> decree.v1.SubmitMessageRequest
 	51, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
 	52, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
-	53, // 5: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
-	54, // 6: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
-	5,  // 7: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
-	8,  // 8: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	53, // 9: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	54, // 10: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	52, // 11: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	51, // 12: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	51, // 13: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	55, // 14: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	55, // 15: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	56, // 16: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	51, // 17: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	51, // 18: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	57, // 19: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	57, // 20: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
-	37, // 21: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	49, // 22: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	57, // 23: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	40, // 24: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	51, // 25: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	58, // 26: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
-	51, // 27: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
-	45, // 28: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	57, // 29: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 30: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 31: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
-	4,  // 32: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	7,  // 33: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	10, // 34: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	12, // 35: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	14, // 36: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	16, // 37: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	18, // 38: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
-	20, // 39: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	22, // 40: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	24, // 41: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	26, // 42: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	28, // 43: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	30, // 44: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	32, // 45: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	34, // 46: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	36, // 47: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	39, // 48: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	42, // 49: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	44, // 50: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	47, // 51: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	1,  // 52: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	3,  // 53: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
-	6,  // 54: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	9,  // 55: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	11, // 56: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	13, // 57: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	15, // 58: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	17, // 59: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	19, // 60: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
-	21, // 61: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	23, // 62: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	25, // 63: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	27, // 64: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	29, // 65: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	31, // 66: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	33, // 67: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	35, // 68: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	38, // 69: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	41, // 70: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	43, // 71: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	46, // 72: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	48, // 73: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	52, // [52:74] is the sub-list for method output_type
-	30, // [30:52] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	53, // 5: decree.v1.MessageOutcome.outcome:type_name -> decree.v1.RunOutcome
+	54, // 6: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	55, // 7: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	5,  // 8: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
+	8,  // 9: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
+	54, // 10: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	55, // 11: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	52, // 12: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	51, // 13: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	51, // 14: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	56, // 15: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	56, // 16: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	57, // 17: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	51, // 18: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	51, // 19: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	58, // 20: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	58, // 21: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	37, // 22: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
+	49, // 23: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	58, // 24: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	40, // 25: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
+	51, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	59, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	51, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
+	45, // 29: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	58, // 30: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 31: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 32: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
+	4,  // 33: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	7,  // 34: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	10, // 35: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	12, // 36: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	14, // 37: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	16, // 38: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	18, // 39: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
+	20, // 40: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	22, // 41: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	24, // 42: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	26, // 43: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	28, // 44: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	30, // 45: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	32, // 46: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	34, // 47: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	36, // 48: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	39, // 49: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	42, // 50: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	44, // 51: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	47, // 52: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 53: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	3,  // 54: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
+	6,  // 55: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	9,  // 56: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	11, // 57: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	13, // 58: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	15, // 59: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	17, // 60: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	19, // 61: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
+	21, // 62: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	23, // 63: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	25, // 64: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	27, // 65: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	29, // 66: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	31, // 67: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	33, // 68: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	35, // 69: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	38, // 70: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	41, // 71: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	43, // 72: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	46, // 73: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	48, // 74: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	53, // [53:75] is the sub-list for method output_type
+	31, // [31:53] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }

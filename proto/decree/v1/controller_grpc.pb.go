@@ -72,7 +72,10 @@ type ControllerServiceClient interface {
 	//
 	// The response carries the message's id and metadata, never its body.
 	// With a request_id, a retried call returns the first call's result
-	// (replayed set) instead of queuing again.
+	// (replayed set) instead of queuing again: the message as it was queued
+	// and the same event_sequence, not the message as it is now (GetMessage
+	// and WatchMessage say that). A body over 63 MiB is RESOURCE_EXHAUSTED,
+	// as with SubmitMessageStream, and nothing is queued.
 	//
 	// The submission has finished when WatchMessage (given the returned id)
 	// ends with its MessageOutcome, or, for the whole chain with its
@@ -95,6 +98,8 @@ type ControllerServiceClient interface {
 	// reason), then the stream closes. A queued message can be watched before
 	// its first attempt; a finished one is replayed. Every response carries a
 	// cursor: a new WatchMessage with it resumes right after that response.
+	// A cursor is valid only for the message it came from: another message's
+	// is INVALID_ARGUMENT.
 	WatchMessage(ctx context.Context, in *WatchMessageRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMessageResponse], error)
 	// ProcessMigrations lists the migrations and, unless dry_run, starts a job
 	// that runs each unprocessed one in order, each as its own chain. The job
@@ -108,7 +113,9 @@ type ControllerServiceClient interface {
 	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
-	// keeps streaming until the attempt ends.
+	// keeps streaming until the attempt ends. An unknown message or an
+	// attempt that was not made is NOT_FOUND (with follow, the next attempt
+	// of a message still being processed is waited for).
 	WatchLogs(ctx context.Context, in *WatchLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLogsResponse], error)
 	// ListMessages lists messages in the inbox, done and dead.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
@@ -125,7 +132,9 @@ type ControllerServiceClient interface {
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
 	// GetArtifact streams a file of a run directory (manifest.json,
 	// changes.diff, routine.log, routine.try-002.log, run.json, failure-context.md,
-	// output.ipynb, papermill.log, ...).
+	// output.ipynb, papermill.log, ...). Only regular files directly in the
+	// run directory are served: a symbolic link, a FIFO or any other special
+	// file a routine left there is NOT_FOUND.
 	GetArtifact(ctx context.Context, in *GetArtifactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetArtifactResponse], error)
 	// ListRoutines lists the routines with descriptions and parameters.
 	ListRoutines(ctx context.Context, in *ListRoutinesRequest, opts ...grpc.CallOption) (*ListRoutinesResponse, error)
@@ -467,7 +476,10 @@ type ControllerServiceServer interface {
 	//
 	// The response carries the message's id and metadata, never its body.
 	// With a request_id, a retried call returns the first call's result
-	// (replayed set) instead of queuing again.
+	// (replayed set) instead of queuing again: the message as it was queued
+	// and the same event_sequence, not the message as it is now (GetMessage
+	// and WatchMessage say that). A body over 63 MiB is RESOURCE_EXHAUSTED,
+	// as with SubmitMessageStream, and nothing is queued.
 	//
 	// The submission has finished when WatchMessage (given the returned id)
 	// ends with its MessageOutcome, or, for the whole chain with its
@@ -490,6 +502,8 @@ type ControllerServiceServer interface {
 	// reason), then the stream closes. A queued message can be watched before
 	// its first attempt; a finished one is replayed. Every response carries a
 	// cursor: a new WatchMessage with it resumes right after that response.
+	// A cursor is valid only for the message it came from: another message's
+	// is INVALID_ARGUMENT.
 	WatchMessage(*WatchMessageRequest, grpc.ServerStreamingServer[WatchMessageResponse]) error
 	// ProcessMigrations lists the migrations and, unless dry_run, starts a job
 	// that runs each unprocessed one in order, each as its own chain. The job
@@ -503,7 +517,9 @@ type ControllerServiceServer interface {
 	// nothing is lost. (WatchMessage never cuts a slow reader off.)
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	// WatchLogs streams one attempt's log from a byte offset; with follow it
-	// keeps streaming until the attempt ends.
+	// keeps streaming until the attempt ends. An unknown message or an
+	// attempt that was not made is NOT_FOUND (with follow, the next attempt
+	// of a message still being processed is waited for).
 	WatchLogs(*WatchLogsRequest, grpc.ServerStreamingServer[WatchLogsResponse]) error
 	// ListMessages lists messages in the inbox, done and dead.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
@@ -520,7 +536,9 @@ type ControllerServiceServer interface {
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
 	// GetArtifact streams a file of a run directory (manifest.json,
 	// changes.diff, routine.log, routine.try-002.log, run.json, failure-context.md,
-	// output.ipynb, papermill.log, ...).
+	// output.ipynb, papermill.log, ...). Only regular files directly in the
+	// run directory are served: a symbolic link, a FIFO or any other special
+	// file a routine left there is NOT_FOUND.
 	GetArtifact(*GetArtifactRequest, grpc.ServerStreamingServer[GetArtifactResponse]) error
 	// ListRoutines lists the routines with descriptions and parameters.
 	ListRoutines(context.Context, *ListRoutinesRequest) (*ListRoutinesResponse, error)
