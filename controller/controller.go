@@ -209,7 +209,7 @@ func (c *Controller) open() error {
 		grpc.ChainUnaryInterceptor(scrub.Unary), grpc.ChainStreamInterceptor(scrub.Stream)),
 		c.opts.ServerOptions...)...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
-		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
+		Store: st, Pipeline: c.pipe, Service: pipeline.NewService(c.pipe), Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
 		Cron: c.cron, Daemon: c.opts.Daemon,
 	}))
 	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep).WithRunFiles(st))

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,7 @@ func (m *Manager) recoverJournal() error {
 		return nil
 	}
 	m.recovering = map[string][]journalEntry{}
+	m.fenced = make(chan struct{})
 	for _, e := range j.Leases {
 		m.recovering[e.Worker] = append(m.recovering[e.Worker], e)
 	}
@@ -109,8 +111,31 @@ func (m *Manager) releaseLocked() {
 	if m.holdTimer != nil {
 		m.holdTimer.Stop()
 	}
+	if m.fenced != nil {
+		close(m.fenced)
+		m.fenced = nil
+	}
 	m.writeJournalLocked()
 	m.assignLocked()
+}
+
+// WaitFenced waits until no process of the previous controller's leases
+// can still run (see recoverJournal): at once when there were none. The
+// loop calls it before it touches the tree for an attempt that was lost
+// with the previous controller.
+func (m *Manager) WaitFenced(ctx context.Context) error {
+	m.mu.Lock()
+	ch := m.fenced
+	m.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // holding reports whether work is held back after a restart.

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,4 +98,33 @@ func TestCleanJournalHoldsNothing(t *testing.T) {
 	w2 := streamWorker(t, m, "w")
 	dispatchAsync(m, "m2", 1)
 	w2.next(t)
+}
+
+// WaitFenced returns only once the previous controller's leases are
+// accounted for (here: their TTL and margin passed), and at once when
+// there were none.
+func TestWaitFenced(t *testing.T) {
+	const margin = time.Second
+	m, clock, _ := crashAndRestart(t, margin)
+	done := make(chan error, 1)
+	go func() { done <- m.WaitFenced(context.Background()) }()
+	clock.Advance(testTTL + margin - time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("WaitFenced returned (%v) before the old lease certainly ended", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.Advance(time.Millisecond)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitFenced still waits after the hold ended")
+	}
+	clean, _ := newClockedManager(t, Options{Journal: filepath.Join(t.TempDir(), "leases.json")})
+	if err := clean.WaitFenced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -144,6 +144,8 @@ type Manager struct {
 	// yet accounted for; non-nil while work is held back (journal.go).
 	recovering map[string][]journalEntry
 	holdTimer  Timer
+	// fenced is closed when the hold ends (WaitFenced).
+	fenced chan struct{}
 }
 
 type session struct {

@@ -122,6 +122,13 @@ func (p *Pipeline) cancelStep(ctx context.Context, m *msg, v msgstate.Msg) error
 	case msgstate.Queued, msgstate.Claimed, msgstate.Checkpointed:
 		// Nothing ran: no revert.
 	default:
+		if v.State == msgstate.Running && p.d.Leases != nil {
+			// Running when the controller died: its routine may still run
+			// until the previous controller's leases are fenced.
+			if err := p.d.Leases.WaitFenced(ctx); err != nil {
+				return errStopped
+			}
+		}
 		if m.manifest == nil {
 			man, err := p.readCheckpoint(m)
 			if err != nil {

@@ -147,6 +147,13 @@ func attemptLog(name string, n int) bool {
 // against the inbox recorded when it started.
 func (p *Pipeline) finishLost(ctx context.Context, m *msg, v msgstate.Msg) error {
 	n := v.Attempt
+	// The lost attempt's routine may still run on a worker until its
+	// lease is fenced: the tree is read (and later reverted) only after.
+	if p.d.Leases != nil {
+		if err := p.d.Leases.WaitFenced(ctx); err != nil {
+			return errStopped
+		}
+	}
 	end := attemptEnd{exitCode: -1, errText: "controller restarted during the attempt"}
 	if tree, err := p.writeDiff(ctx, m.run, m.manifest, n); err != nil {
 		p.log.Error("diff after a lost attempt", "message", m.e.ID, "err", err)

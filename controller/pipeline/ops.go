@@ -35,7 +35,6 @@ type Submission struct {
 	Chain string
 }
 
-
 // Submit queues a root message and returns its entry and the event
 // sequence to watch from. Without a name, the name comes from the spec file
 // (input_file), else the router, else "run-<chain>".

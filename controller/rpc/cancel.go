@@ -30,7 +30,7 @@ func (s *ControllerServer) CancelMessage(ctx context.Context, req *decreev1.Canc
 	}
 	// Watch before cancelling, so the final event cannot slip by.
 	from := s.d.Events.Last() + 1
-	e, err := s.d.Pipeline.Cancel(ctx, id, req.GetReason())
+	e, err := s.d.Service.Cancel(ctx, id, req.GetReason())
 	if err != nil {
 		return nil, Status(err)
 	}

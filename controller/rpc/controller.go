@@ -23,11 +23,13 @@ import (
 type ControllerDeps struct {
 	Store    *store.Store
 	Pipeline *pipeline.Pipeline
-	Events   *events.Log
-	Leases   *lease.Manager
-	Logs     *logbook.Book
-	Config   func() (*config.Config, error)
-	Version  string
+	// Service takes clients' requests (submit, cancel, requeue, revert).
+	Service *pipeline.Service
+	Events  *events.Log
+	Leases  *lease.Manager
+	Logs    *logbook.Book
+	Config  func() (*config.Config, error)
+	Version string
 	// Cron lists .decree/cron/ (ListCronEntries).
 	Cron *crontab.Scheduler
 	// Daemon says the controller serves the project unattended.
@@ -38,8 +40,7 @@ type ControllerDeps struct {
 // translates the request, calls the domain, and maps errors with Status.
 type ControllerServer struct {
 	decreev1.UnimplementedControllerServiceServer
-	d       ControllerDeps
-	submits submitLocks
+	d ControllerDeps
 }
 
 // NewControllerServer returns the adapter.
@@ -185,7 +186,7 @@ func (s *ControllerServer) GetRun(ctx context.Context, req *decreev1.GetRunReque
 
 // RequeueMessage moves a dead letter back to the inbox.
 func (s *ControllerServer) RequeueMessage(ctx context.Context, req *decreev1.RequeueMessageRequest) (*decreev1.RequeueMessageResponse, error) {
-	e, err := s.d.Pipeline.Requeue(ctx, req.GetId())
+	e, err := s.d.Service.Requeue(ctx, req.GetId())
 	if err != nil {
 		return nil, Status(err)
 	}
@@ -194,7 +195,7 @@ func (s *ControllerServer) RequeueMessage(ctx context.Context, req *decreev1.Req
 
 // RevertMessage undoes a completed message.
 func (s *ControllerServer) RevertMessage(ctx context.Context, req *decreev1.RevertMessageRequest) (*decreev1.RevertMessageResponse, error) {
-	paths, err := s.d.Pipeline.Revert(ctx, req.GetId())
+	paths, err := s.d.Service.Revert(ctx, req.GetId())
 	if err != nil {
 		return nil, Status(err)
 	}

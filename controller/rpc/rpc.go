@@ -73,7 +73,9 @@ func Status(err error) error {
 		code = codes.DataLoss
 	case errors.Is(err, pipeline.ErrNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, routine.ErrRoutineNotFound), errors.Is(err, fs.ErrNotExist):
 		code = codes.NotFound
-	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy), errors.Is(err, config.ErrInvalid):
+	case errors.Is(err, pipeline.ErrAlreadyExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy), errors.Is(err, config.ErrInvalid), errors.Is(err, pipeline.ErrPrecondition):
 		code = codes.FailedPrecondition
 	case errors.As(err, &gap):
 		code = codes.OutOfRange
