@@ -19,19 +19,6 @@ import (
 	"github.com/decreehq/decree/worker/logship"
 )
 
-// runJobs runs queued assignments one at a time until ctx ends. Uploads and
-// reports of the job in progress use drain, which outlives ctx a little.
-func (w *worker) runJobs(ctx, drain context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case a := <-w.queue:
-			w.runJob(ctx, drain, a)
-		}
-	}
-}
-
 // LogStream is the name of the log an assignment writes: "routine",
 // "router", or "hook-<point>" for hooks (hook-beforeeach, hook-aftereach,
 // ...), so the hooks around one attempt keep separate logs.
@@ -73,6 +60,7 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 		log.Info("lease stopped before the work started; skipping it", "reason", err)
 		return
 	}
+	w.counted()
 
 	stream := LogStream(a)
 	buf := logship.NewBuffer(w.opts.LogBufferBytes)

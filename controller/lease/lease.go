@@ -144,6 +144,9 @@ type Manager struct {
 	// yet accounted for; non-nil while work is held back (journal.go).
 	recovering map[string][]journalEntry
 	holdTimer  Timer
+	// lost and released count leases lost by expiry and handed back by
+	// draining workers (Stats).
+	lost, released uint64
 }
 
 type session struct {
@@ -157,6 +160,8 @@ type session struct {
 	outbox    []*lease // assigned, not yet sent
 	current   *lease
 	changed   chan struct{} // closed and replaced when outbox or streamGen changes
+	// draining: the worker is about to exit and takes no new work (Drain).
+	draining bool
 }
 
 type leaseState int
