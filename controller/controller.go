@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
+	"github.com/decreehq/decree/controller/metrics"
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/rpc"
@@ -97,6 +99,9 @@ type Options struct {
 	// (see controller/crontab), and GetStatus says a daemon serves the
 	// project. decree-controller and `decreectl daemon` set it.
 	Daemon bool
+	// Metrics collects Prometheus metrics (controller/metrics) while
+	// serving; MetricsHandler serves them.
+	Metrics bool
 }
 
 // Controller serves one project.
@@ -111,6 +116,7 @@ type Controller struct {
 	cron   *crontab.Scheduler
 	server *grpc.Server
 	health *health.Server
+	stats  *metrics.Metrics // nil unless Options.Metrics
 
 	cfgMu   sync.Mutex
 	cfg     *config.Config
@@ -204,6 +210,9 @@ func (c *Controller) open() error {
 	})
 	if err := c.openCron(); err != nil {
 		return err
+	}
+	if c.opts.Metrics {
+		c.stats = metrics.New(metrics.Deps{Store: st, Events: ev, Leases: leases, Logger: c.log})
 	}
 	scrub := rpc.NewScrubber(root)
 	c.server = grpc.NewServer(append(append(pauth.MessageSizeServerOptions(),
@@ -320,6 +329,13 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 		c.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	cronDone := c.runCron(ctx)
+	statsDone := make(chan struct{})
+	go func() {
+		defer close(statsDone)
+		if c.stats != nil {
+			c.stats.Run(ctx)
+		}
+	}()
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
@@ -342,6 +358,7 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 		c.log.Error("the processing loop did not stop within the grace period; stopping anyway", "grace", stopGrace)
 	}
 	<-cronDone
+	<-statsDone
 	c.leases.Close()
 	stopped := make(chan struct{})
 	go func() { c.server.GracefulStop(); close(stopped) }()
@@ -376,6 +393,15 @@ func (c *Controller) Close() error {
 // the chains other clients submitted before it stops its controller, and
 // reports interrupted attempts).
 func (c *Controller) Pipeline() *pipeline.Pipeline { return c.pipe }
+
+// MetricsHandler serves the Prometheus metrics; nil unless
+// Options.Metrics.
+func (c *Controller) MetricsHandler() http.Handler {
+	if c.stats == nil {
+		return nil
+	}
+	return c.stats.Handler()
+}
 
 // Store exposes the project store (for tests and embedding).
 func (c *Controller) Store() *store.Store { return c.store }
