@@ -178,11 +178,11 @@ func AttemptOutcome(e *events.Event) string {
 }
 
 // DeadReason is the reason code that starts a dead letter's event text
-// ("MaxAttempts: ..."), or "other" when it does not look like one: a label
-// value must come from a small set.
+// ("MaxAttempts: ..."), or "other" when it does not look like one (a
+// capitalised word): a label value must come from a small set.
 func DeadReason(text string) string {
 	code, _, ok := strings.Cut(text, ":")
-	if !ok || code == "" || len(code) > 40 {
+	if !ok || code == "" || len(code) > 40 || code[0] < 'A' || code[0] > 'Z' {
 		return "other"
 	}
 	for _, r := range code {
