@@ -33,6 +33,7 @@ import (
 	"github.com/decreehq/decree/controller/rpc"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/controller/tracing"
 	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
@@ -102,6 +103,9 @@ type Options struct {
 	// Metrics collects Prometheus metrics (controller/metrics) while
 	// serving; MetricsHandler serves them.
 	Metrics bool
+	// Tracer, when set, writes OpenTelemetry spans of every message
+	// (controller/tracing); its owner shuts it down after Serve.
+	Tracer *tracing.Tracer
 }
 
 // Controller serves one project.
@@ -215,9 +219,14 @@ func (c *Controller) open() error {
 		c.stats = metrics.New(metrics.Deps{Store: st, Events: ev, Leases: leases, Logger: c.log})
 	}
 	scrub := rpc.NewScrubber(root)
-	c.server = grpc.NewServer(append(append(pauth.MessageSizeServerOptions(),
+	serverOpts := append(append(pauth.MessageSizeServerOptions(),
 		grpc.ChainUnaryInterceptor(scrub.Unary), grpc.ChainStreamInterceptor(scrub.Stream)),
-		c.opts.ServerOptions...)...)
+		c.opts.ServerOptions...)
+	if c.opts.Tracer != nil {
+		c.opts.Tracer.Bind(st, c.log)
+		serverOpts = append(serverOpts, c.opts.Tracer.ServerOptions()...)
+	}
+	c.server = grpc.NewServer(serverOpts...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
 		Store: st, Pipeline: c.pipe, Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
 		Cron: c.cron, Daemon: c.opts.Daemon,
@@ -336,6 +345,13 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 			c.stats.Run(ctx)
 		}
 	}()
+	traceDone := make(chan struct{})
+	go func() {
+		defer close(traceDone)
+		if c.opts.Tracer != nil {
+			c.opts.Tracer.Run(ctx, c.events)
+		}
+	}()
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
@@ -359,6 +375,7 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 	}
 	<-cronDone
 	<-statsDone
+	<-traceDone
 	c.leases.Close()
 	stopped := make(chan struct{})
 	go func() { c.server.GracefulStop(); close(stopped) }()

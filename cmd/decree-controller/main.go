@@ -17,6 +17,10 @@
 // "listening on ADDRESS" (the unix socket's path, then each TCP address as
 // bound, so --listen 127.0.0.1:0 reveals its port), and with
 // --metrics-listen, "metrics on URL" (controller/metrics lists the rules).
+//
+// With OTEL_EXPORTER_OTLP_ENDPOINT set it exports OpenTelemetry traces over
+// OTLP/gRPC, one per message, and gives every routine its attempt's
+// TRACEPARENT (see controller/tracing).
 package main
 
 import (
@@ -36,6 +40,7 @@ import (
 	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/metrics"
+	"github.com/decreehq/decree/controller/tracing"
 	"github.com/decreehq/decree/pkg/memlimit"
 	"github.com/decreehq/decree/pkg/routine"
 )
@@ -152,6 +157,21 @@ func serve(copts controller.Options, tcp auth.Config, mcfg metrics.ListenConfig)
 	}
 	copts.ServerOptions = opts
 	copts.Daemon = true
+	tracer, err := tracing.FromEnv(ctx, "decree-controller", log)
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		log.Info("OpenTelemetry traces on", "endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")+os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracer.Shutdown(sctx); err != nil {
+				log.Warn("OpenTelemetry: flushing the last spans failed", "err", err)
+			}
+		}()
+		copts.Tracer = tracer
+	}
 	c, err := controller.New(copts)
 	if err != nil {
 		return err
