@@ -1,6 +1,10 @@
 package metrics
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/decreehq/decree/controller/events"
@@ -39,6 +43,27 @@ func TestDeadReason(t *testing.T) {
 	for text, want := range tests {
 		if got := DeadReason(text); got != want {
 			t.Errorf("DeadReason(%q) = %q, want %q", text, got, want)
+		}
+	}
+}
+
+// TestNamesAreDocumented: every exported metric is listed by Names and
+// described in the README's metrics table.
+func TestNamesAreDocumented(t *testing.T) {
+	names := Names()
+	if len(names) < 12 || !slices.Contains(names, RunnableMetric) {
+		t.Fatalf("Names() = %v", names)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "decree_") {
+			t.Errorf("metric %s lacks the decree_ prefix", n)
+		}
+		if !strings.Contains(string(readme), "`"+n+"`") {
+			t.Errorf("README does not document `%s`", n)
 		}
 	}
 }
