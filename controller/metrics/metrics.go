@@ -15,7 +15,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -72,26 +71,8 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Gather() ([]*dto.MetricFamily, error) { return m.reg.Gather() }
 
 // Run follows the event log from its end until ctx ends or the log closes.
-// A watcher that falls behind resumes where it was cut off.
 func (m *Metrics) Run(ctx context.Context) {
-	from := m.d.Events.Last() + 1
-	for ctx.Err() == nil {
-		w := m.d.Events.Watch(events.WatchOptions{From: from, Follow: true})
-		for {
-			e, err := w.Next(ctx)
-			if err != nil {
-				w.Close()
-				var slow *events.SlowWatcherError
-				if errors.As(err, &slow) {
-					from = slow.Resume
-					break
-				}
-				return
-			}
-			from = e.Sequence + 1
-			m.ev.observe(e, m.d.Store)
-		}
-	}
+	m.d.Events.Follow(ctx, func(e *events.Event) { m.ev.observe(e, m.d.Store) })
 }
 
 type slogPrinter struct{ log *slog.Logger }

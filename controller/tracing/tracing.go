@@ -113,21 +113,5 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 
 // Run follows the event log from its end until ctx ends or the log closes.
 func (t *Tracer) Run(ctx context.Context, log *events.Log) {
-	from := log.Last() + 1
-	for ctx.Err() == nil {
-		w := log.Watch(events.WatchOptions{From: from, Follow: true})
-		for {
-			e, err := w.Next(ctx)
-			if err != nil {
-				w.Close()
-				if slow, ok := err.(*events.SlowWatcherError); ok {
-					from = slow.Resume
-					break
-				}
-				return
-			}
-			from = e.Sequence + 1
-			t.observe(e)
-		}
-	}
+	log.Follow(ctx, t.observe)
 }
