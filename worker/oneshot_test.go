@@ -19,15 +19,7 @@ func TestExitAfter(t *testing.T) {
 	fake.assign(first)
 	fake.assign(second)
 	w := runWorker(t, worker.Options{Workspace: ws, WorkerID: "oneshot", ExitAfter: 1})
-	select {
-	case err := <-w.done:
-		w.done <- err
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a worker with ExitAfter 1 did not exit")
-	}
+	returnsByItself(t, w, "a worker with ExitAfter 1")
 	if c := waitCompletion(t, fake, time.Second); c.GetLeaseToken() != "lease-1" {
 		t.Fatalf("reported %s, want lease-1", c.GetLeaseToken())
 	}
@@ -60,15 +52,7 @@ func TestExitWhenIdle(t *testing.T) {
 	startServer(t, sockOf(ws), fake)
 	start := time.Now()
 	w := runWorker(t, worker.Options{Workspace: ws, WorkerID: "idle", ExitWhenIdle: 300 * time.Millisecond})
-	select {
-	case err := <-w.done:
-		w.done <- err
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("an idle worker did not exit")
-	}
+	returnsByItself(t, w, "an idle worker")
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("exited after %s, before the idle time", d)
 	}
@@ -118,5 +102,19 @@ func TestStopDrains(t *testing.T) {
 	last := fake.heartbeats[len(fake.heartbeats)-1]
 	if !last.GetDraining() || slices.Contains(last.GetLeaseTokens(), "lease-queued") {
 		t.Errorf("last heartbeat: draining %v, leases %v; want draining without lease-queued", last.GetDraining(), last.GetLeaseTokens())
+	}
+}
+
+// returnsByItself waits for Run to return nil without being cancelled.
+func returnsByItself(t *testing.T, w *running, what string) {
+	t.Helper()
+	select {
+	case err := <-w.done:
+		w.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("%s: Run = %v, want nil", what, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit by itself", what)
 	}
 }
