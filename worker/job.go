@@ -155,7 +155,11 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 		req.LogSizes = nil
 	}
 	rep.fill(req)
-	w.complete(drain, log, req)
+	if !w.complete(drain, log, req) {
+		// Ran but not reported: never hand it back (it ran); a draining
+		// heartbeat keeps listing it, so it ends as "worker lost".
+		w.leases.unreported(token)
+	}
 }
 
 // execute places the run files and runs the assignment.
@@ -173,8 +177,8 @@ func (w *worker) execute(ctx context.Context, a *decreev1.Assignment, buf io.Wri
 }
 
 // complete reports the result, retrying across reconnections until the
-// controller answers or drain ends.
-func (w *worker) complete(drain context.Context, log *slog.Logger, req *decreev1.CompleteAssignmentRequest) {
+// controller answers or drain ends; false when no answer came.
+func (w *worker) complete(drain context.Context, log *slog.Logger, req *decreev1.CompleteAssignmentRequest) bool {
 	for failures := 0; ; failures++ {
 		cctx, cancel := context.WithTimeout(drain, defaultCallTimeout)
 		resp, err := w.client.CompleteAssignment(cctx, req)
@@ -185,16 +189,16 @@ func (w *worker) complete(drain context.Context, log *slog.Logger, req *decreev1
 			} else {
 				log.Warn("controller did not accept the result", "note", resp.GetNote())
 			}
-			return
+			return true
 		}
 		if logship.Permanent(err) {
 			log.Error("controller refused the result", "err", err)
-			return
+			return true
 		}
 		log.Warn("reporting the result failed; retrying", "err", err)
 		if serr := w.opts.Backoff.Sleep(drain, failures); serr != nil {
 			log.Error("gave up reporting the result", "err", errors.Join(err, serr))
-			return
+			return false
 		}
 	}
 }

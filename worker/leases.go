@@ -23,6 +23,10 @@ type leaseSet struct {
 	// draining: the worker is about to exit; it starts no more work and
 	// heartbeats list only started leases (see drain).
 	draining bool
+	// ran lists leases whose work ran but whose report never got an
+	// answer: a draining heartbeat still lists them, so the controller
+	// does not hand them to another worker as unstarted.
+	ran []string
 }
 
 type lease struct {
@@ -183,8 +187,21 @@ func (s *leaseSet) beat() (tokens []string, draining bool) {
 			out = append(out, t)
 		}
 	}
+	if s.draining {
+		out = append(out, s.ran...)
+	}
 	sort.Strings(out)
 	return out, s.draining
+}
+
+// unreported notes that token's work ran but its report got no answer.
+func (s *leaseSet) unreported(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ran = append(s.ran, token)
+	if len(s.ran) > s.keep {
+		s.ran = s.ran[len(s.ran)-s.keep:]
+	}
 }
 
 // busy reports whether any lease is held (queued, running, or reporting).
