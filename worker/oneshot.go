@@ -89,7 +89,9 @@ func (w *worker) leave(ctx context.Context) {
 		return
 	}
 	tokens, _ := w.leases.beat()
-	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Its own short deadline: the drain time may be used up by a report
+	// that could not be delivered.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if _, err := w.client.Heartbeat(hctx, &decreev1.HeartbeatRequest{SessionId: *sid, LeaseTokens: tokens, Draining: true}); err != nil {
 		w.log.Warn("could not tell the controller the worker leaves; work given to it in the meantime waits for its lease to run out", "err", err)

@@ -1,6 +1,8 @@
 package worker_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -116,5 +118,39 @@ func returnsByItself(t *testing.T, w *running, what string) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not exit by itself", what)
+	}
+}
+
+// TestUnreportedWorkIsNotHandedBack: work that ran but whose report never
+// got through is still listed by the draining heartbeat of a stopping
+// worker, so the controller lets it end as lost instead of giving it to
+// another worker as if it had never run.
+func TestUnreportedWorkIsNotHandedBack(t *testing.T) {
+	ws := workspace(t, map[string]string{"ok": "#!/usr/bin/env bash\necho ran > ran.txt\n"})
+	fake := newFakeController()
+	fake.failCompletes = true
+	startServer(t, sockOf(ws), fake)
+	w := runWorker(t, worker.Options{Workspace: ws, WorkerID: "cut-off", ShutdownTimeout: 300 * time.Millisecond})
+	fake.assign(routineAssignment("lease-ran", "ok"))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the routine did not run")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.cancel()
+	if err := <-w.done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	w.done <- nil
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	last := fake.heartbeats[len(fake.heartbeats)-1]
+	if !last.GetDraining() || !slices.Contains(last.GetLeaseTokens(), "lease-ran") {
+		t.Errorf("last heartbeat: draining %v, leases %v; want draining, still listing lease-ran", last.GetDraining(), last.GetLeaseTokens())
 	}
 }
