@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decreehq/decree/internal/testtool"
 	"github.com/decreehq/decree/worker"
 )
 
@@ -75,22 +76,16 @@ func TestStopDrains(t *testing.T) {
 	w := runWorker(t, worker.Options{Workspace: ws, WorkerID: "stopped"})
 	fake.assign(routineAssignment("lease-run", "slow"))
 	fake.assign(routineAssignment("lease-queued", "slow"))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testtool.WaitFor(t, 20*time.Second, "the worker to hold both leases", func() bool {
 		fake.mu.Lock()
-		seen := false
+		defer fake.mu.Unlock()
 		for _, hb := range fake.heartbeats {
-			seen = seen || slices.Contains(hb.GetLeaseTokens(), "lease-queued")
+			if slices.Contains(hb.GetLeaseTokens(), "lease-queued") {
+				return true
+			}
 		}
-		fake.mu.Unlock()
-		if seen {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker never held both leases")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	w.cancel()
 	if err := <-w.done; err != nil {
 		t.Fatalf("Run: %v", err)
@@ -132,16 +127,10 @@ func TestUnreportedWorkIsNotHandedBack(t *testing.T) {
 	startServer(t, sockOf(ws), fake)
 	w := runWorker(t, worker.Options{Workspace: ws, WorkerID: "cut-off", ShutdownTimeout: 300 * time.Millisecond})
 	fake.assign(routineAssignment("lease-ran", "ok"))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(ws, "ran.txt")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the routine did not run")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testtool.WaitFor(t, 20*time.Second, "the routine to run", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "ran.txt"))
+		return err == nil
+	})
 	w.cancel()
 	if err := <-w.done; err != nil {
 		t.Fatalf("Run: %v", err)
