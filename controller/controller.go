@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,11 +27,13 @@ import (
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
+	"github.com/decreehq/decree/controller/metrics"
 	"github.com/decreehq/decree/controller/pipeline"
 	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/rpc"
 	"github.com/decreehq/decree/controller/sched"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/controller/tracing"
 	pauth "github.com/decreehq/decree/pkg/auth"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
@@ -96,6 +99,12 @@ type Options struct {
 	// (see controller/crontab), and GetStatus says a daemon serves the
 	// project. decree-controller and `decreectl daemon` set it.
 	Daemon bool
+	// Metrics collects Prometheus metrics (controller/metrics) while
+	// serving; MetricsHandler serves them.
+	Metrics bool
+	// Tracer, when set, writes OpenTelemetry spans of every message
+	// (controller/tracing); its owner shuts it down after Serve.
+	Tracer *tracing.Tracer
 }
 
 // Controller serves one project.
@@ -110,6 +119,7 @@ type Controller struct {
 	cron   *crontab.Scheduler
 	server *grpc.Server
 	health *health.Server
+	stats  *metrics.Metrics // nil unless Options.Metrics
 
 	cfgMu   sync.Mutex
 	cfg     *config.Config
@@ -204,10 +214,18 @@ func (c *Controller) open() error {
 	if err := c.openCron(); err != nil {
 		return err
 	}
+	if c.opts.Metrics {
+		c.stats = metrics.New(metrics.Deps{Store: st, Events: ev, Leases: leases, Logger: c.log})
+	}
 	scrub := rpc.NewScrubber(root)
-	c.server = grpc.NewServer(append(append(pauth.MessageSizeServerOptions(),
+	serverOpts := append(append(pauth.MessageSizeServerOptions(),
 		grpc.ChainUnaryInterceptor(scrub.Unary), grpc.ChainStreamInterceptor(scrub.Stream)),
-		c.opts.ServerOptions...)...)
+		c.opts.ServerOptions...)
+	if c.opts.Tracer != nil {
+		c.opts.Tracer.Bind(st, c.log)
+		serverOpts = append(serverOpts, c.opts.Tracer.ServerOptions()...)
+	}
+	c.server = grpc.NewServer(serverOpts...)
 	decreev1.RegisterControllerServiceServer(c.server, rpc.NewControllerServer(rpc.ControllerDeps{
 		Store: st, Pipeline: c.pipe, Service: pipeline.NewService(c.pipe), Events: ev, Leases: leases, Logs: book, Config: c.config, Version: Version,
 		Cron: c.cron, Daemon: c.opts.Daemon,
@@ -322,6 +340,20 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 		c.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	cronDone := c.runCron(ctx)
+	statsDone := make(chan struct{})
+	go func() {
+		defer close(statsDone)
+		if c.stats != nil {
+			c.stats.Run(ctx)
+		}
+	}()
+	traceDone := make(chan struct{})
+	go func() {
+		defer close(traceDone)
+		if c.opts.Tracer != nil {
+			c.opts.Tracer.Run(ctx, c.events)
+		}
+	}()
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
@@ -344,6 +376,8 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 		c.log.Error("the processing loop did not stop within the grace period; stopping anyway", "grace", stopGrace)
 	}
 	<-cronDone
+	<-statsDone
+	<-traceDone
 	c.leases.Close()
 	stopped := make(chan struct{})
 	go func() { c.server.GracefulStop(); close(stopped) }()
@@ -378,6 +412,15 @@ func (c *Controller) Close() error {
 // the chains other clients submitted before it stops its controller, and
 // reports interrupted attempts).
 func (c *Controller) Pipeline() *pipeline.Pipeline { return c.pipe }
+
+// MetricsHandler serves the Prometheus metrics; nil unless
+// Options.Metrics.
+func (c *Controller) MetricsHandler() http.Handler {
+	if c.stats == nil {
+		return nil
+	}
+	return c.stats.Handler()
+}
 
 // Store exposes the project store (for tests and embedding).
 func (c *Controller) Store() *store.Store { return c.store }

@@ -287,6 +287,8 @@ func readK8s(t *testing.T) map[string]*k8sObject {
 	t.Helper()
 	objs := map[string]*k8sObject{}
 	files, _ := filepath.Glob("k8s/*.yaml")
+	base, _ := filepath.Glob("k8s/base/*.yaml")
+	files = append(files, base...)
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {
 			continue
@@ -381,8 +383,9 @@ func TestKubernetes(t *testing.T) {
 		}
 	}
 	_, port, _ := net.SplitHostPort(flagValue(ctl.Args, "listen"))
-	if len(svc.Spec.Ports) != 1 || port == "" || strings.TrimSpace(port) != strconv.Itoa(svc.Spec.Ports[0].Port) {
-		t.Errorf("Service ports %v do not match --listen %s", svc.Spec.Ports, flagValue(ctl.Args, "listen"))
+	_, mport, _ := net.SplitHostPort(flagValue(ctl.Args, "metrics-listen"))
+	if len(svc.Spec.Ports) != 2 || port == "" || strings.TrimSpace(port) != strconv.Itoa(svc.Spec.Ports[0].Port) || mport != strconv.Itoa(svc.Spec.Ports[1].Port) {
+		t.Errorf("Service ports %v do not match --listen %s and --metrics-listen %s", svc.Spec.Ports, flagValue(ctl.Args, "listen"), flagValue(ctl.Args, "metrics-listen"))
 	}
 
 	// Workers: the worker token only, the CA from the ConfigMap, the
@@ -447,6 +450,15 @@ func TestKustomizeBuilds(t *testing.T) {
 	for _, want := range []string{"kind: StatefulSet", "kind: Deployment", "kind: Service", "kind: Secret", "kind: ConfigMap"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("kustomize output lacks %q", want)
+		}
+	}
+	out, err = exec.Command("kubectl", "kustomize", "k8s/keda").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize k8s/keda: %v\n%s", err, out)
+	}
+	for _, want := range []string{"kind: StatefulSet", "kind: ScaledJob", "kind: TriggerAuthentication"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kustomize output of k8s/keda lacks %q", want)
 		}
 	}
 }

@@ -5,7 +5,8 @@
 # (default: controller, decree-controller, localhost, 127.0.0.1 — the
 # compose service, the Kubernetes Service and the local machine), a client
 # certificate for mutual TLS (client.crt, client.key), and two random tokens
-# (client.token, worker.token). Keys and tokens are mode 0600.
+# (client.token, worker.token), and a token for the metrics listener
+# (metrics.token). Keys and tokens are mode 0600.
 #
 # For production use certificates from your own CA or ACME; see README.md.
 #
@@ -40,7 +41,8 @@ openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
 rm -f controller.csr client.csr ca.srl
 openssl rand -hex 32 > client.token
 openssl rand -hex 32 > worker.token
+openssl rand -hex 32 > metrics.token
 chmod 600 ./*.key ./*.token
 chmod 644 ./*.crt
-echo "wrote $(pwd): ca.crt ca.key controller.crt controller.key client.crt client.key client.token worker.token" >&2
+echo "wrote $(pwd): ca.crt ca.key controller.crt controller.key client.crt client.key client.token worker.token metrics.token" >&2
 echo "controller certificate names: $san" >&2

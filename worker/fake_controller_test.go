@@ -39,6 +39,8 @@ type fakeController struct {
 	// failHeartbeats makes every heartbeat fail as if the controller could
 	// not be reached.
 	failHeartbeats bool
+	// failCompletes makes every CompleteAssignment fail as unreachable.
+	failCompletes bool
 
 	assignments chan *decreev1.Assignment
 	completed   chan *decreev1.CompleteAssignmentRequest
@@ -198,6 +200,9 @@ func (f *fakeController) UploadLogs(stream grpc.ClientStreamingServer[decreev1.U
 func (f *fakeController) CompleteAssignment(_ context.Context, req *decreev1.CompleteAssignmentRequest) (*decreev1.CompleteAssignmentResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failCompletes {
+		return nil, status.Error(codes.Unavailable, "completions are failing in this test")
+	}
 	if !f.leases[req.GetLeaseToken()] {
 		f.refused = append(f.refused, req)
 		return nil, status.Errorf(codes.FailedPrecondition, "lease unknown")

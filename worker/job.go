@@ -19,19 +19,6 @@ import (
 	"github.com/decreehq/decree/worker/logship"
 )
 
-// runJobs runs queued assignments one at a time until ctx ends. Uploads and
-// reports of the job in progress use drain, which outlives ctx a little.
-func (w *worker) runJobs(ctx, drain context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case a := <-w.queue:
-			w.runJob(ctx, drain, a)
-		}
-	}
-}
-
 // LogStream is the name of the log an assignment writes: "routine",
 // "router", or "hook-<point>" for hooks (hook-beforeeach, hook-aftereach,
 // ...), so the hooks around one attempt keep separate logs.
@@ -73,6 +60,7 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 		log.Info("lease stopped before the work started; skipping it", "reason", err)
 		return
 	}
+	w.counted()
 
 	stream := LogStream(a)
 	buf := logship.NewBuffer(w.opts.LogBufferBytes)
@@ -167,7 +155,11 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 		req.LogSizes = nil
 	}
 	rep.fill(req)
-	w.complete(drain, log, req)
+	if !w.complete(drain, log, req) {
+		// Ran but not reported: never hand it back (it ran); a draining
+		// heartbeat keeps listing it, so it ends as "worker lost".
+		w.leases.unreported(token)
+	}
 }
 
 // execute places the run files and runs the assignment.
@@ -185,8 +177,8 @@ func (w *worker) execute(ctx context.Context, a *decreev1.Assignment, buf io.Wri
 }
 
 // complete reports the result, retrying across reconnections until the
-// controller answers or drain ends.
-func (w *worker) complete(drain context.Context, log *slog.Logger, req *decreev1.CompleteAssignmentRequest) {
+// controller answers or drain ends; false when no answer came.
+func (w *worker) complete(drain context.Context, log *slog.Logger, req *decreev1.CompleteAssignmentRequest) bool {
 	for failures := 0; ; failures++ {
 		cctx, cancel := context.WithTimeout(drain, defaultCallTimeout)
 		resp, err := w.client.CompleteAssignment(cctx, req)
@@ -197,16 +189,16 @@ func (w *worker) complete(drain context.Context, log *slog.Logger, req *decreev1
 			} else {
 				log.Warn("controller did not accept the result", "note", resp.GetNote())
 			}
-			return
+			return true
 		}
 		if logship.Permanent(err) {
 			log.Error("controller refused the result", "err", err)
-			return
+			return true
 		}
 		log.Warn("reporting the result failed; retrying", "err", err)
 		if serr := w.opts.Backoff.Sleep(drain, failures); serr != nil {
 			log.Error("gave up reporting the result", "err", errors.Join(err, serr))
-			return
+			return false
 		}
 	}
 }

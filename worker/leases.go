@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"sync"
@@ -19,6 +20,13 @@ type leaseSet struct {
 	active   map[string]*lease
 	finished []string
 	keep     int
+	// draining: the worker is about to exit; it starts no more work and
+	// heartbeats list only started leases (see drain).
+	draining bool
+	// ran lists leases whose work ran but whose report never got an
+	// answer: a draining heartbeat still lists them, so the controller
+	// does not hand them to another worker as unstarted.
+	ran []string
 }
 
 type lease struct {
@@ -47,7 +55,7 @@ func newLeaseSet(keep int) *leaseSet {
 func (s *leaseSet) add(token string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.active[token]; ok {
+	if _, ok := s.active[token]; ok || s.draining {
 		return false
 	}
 	for _, f := range s.finished {
@@ -141,8 +149,66 @@ func (s *leaseSet) start(token string, cancel context.CancelCauseFunc) error {
 	if l.stopped != nil {
 		return l.stopped
 	}
+	if s.draining {
+		return errDraining
+	}
 	l.cancel = cancel
 	return nil
+}
+
+// errDraining stops work that had not started when the worker began to
+// drain: the controller gives it to another worker.
+var errDraining = errors.New("the worker is exiting; the controller gives this work to another worker")
+
+// drain makes the set draining: leases not yet started never start (the
+// controller hands them to other workers when the next heartbeat, which
+// lists only started ones, says the worker drains).
+func (s *leaseSet) drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+	for _, l := range s.active {
+		if l.cancel == nil && l.stopped == nil {
+			l.stopped = errDraining
+		}
+	}
+}
+
+// beat is what the next heartbeat sends: the leases to renew (sorted; only
+// started ones once draining) and whether the worker drains. The two are
+// read together, so a draining heartbeat never lists a lease that will
+// not run.
+func (s *leaseSet) beat() (tokens []string, draining bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.active))
+	for t, l := range s.active {
+		if !s.draining || l.cancel != nil {
+			out = append(out, t)
+		}
+	}
+	if s.draining {
+		out = append(out, s.ran...)
+	}
+	sort.Strings(out)
+	return out, s.draining
+}
+
+// unreported notes that token's work ran but its report got no answer.
+func (s *leaseSet) unreported(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ran = append(s.ran, token)
+	if len(s.ran) > s.keep {
+		s.ran = s.ran[len(s.ran)-s.keep:]
+	}
+}
+
+// busy reports whether any lease is held (queued, running, or reporting).
+func (s *leaseSet) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active) > 0
 }
 
 // stop cancels the work under token with cause; unknown tokens are ignored.

@@ -78,6 +78,7 @@ func (w *worker) session(ctx context.Context) (healthy bool, _ error) {
 		}
 	}
 	sid := resp.GetSessionId()
+	w.sid.Store(&sid)
 	w.leaseTTL.Store(int64(resp.GetLeaseTtl().AsDuration()))
 	interval := resp.GetHeartbeatInterval().AsDuration()
 	if interval <= 0 {
@@ -109,6 +110,10 @@ func (w *worker) session(ctx context.Context) (healthy bool, _ error) {
 		a := msg.GetAssignment()
 		if a == nil || a.GetLeaseToken() == "" {
 			w.log.Warn("ignoring an assignment without a lease token")
+			continue
+		}
+		if w.draining() {
+			w.log.Info("ignoring an assignment that came while the worker drains; the controller gives it to another worker", "message", a.GetMessageId())
 			continue
 		}
 		if !w.leases.add(a.GetLeaseToken()) {
@@ -145,8 +150,9 @@ func (w *worker) heartbeats(ctx context.Context, end context.CancelCauseFunc, si
 			timeout = 5 * time.Second
 		}
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		sent, tokens := time.Now(), w.leases.tokens()
-		resp, err := w.client.Heartbeat(hctx, &decreev1.HeartbeatRequest{SessionId: sid, LeaseTokens: tokens})
+		tokens, draining := w.leases.beat()
+		sent := time.Now()
+		resp, err := w.client.Heartbeat(hctx, &decreev1.HeartbeatRequest{SessionId: sid, LeaseTokens: tokens, Draining: draining})
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {

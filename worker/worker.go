@@ -145,6 +145,14 @@ type Options struct {
 	// HeartbeatInterval is used when the controller does not give one
 	// (DefaultHeartbeatPeriod when zero).
 	HeartbeatInterval time.Duration
+	// ExitAfter, when positive, makes a one-shot worker: after starting
+	// this many assignments (of any kind: routine attempts, hooks, router
+	// calls) it takes no more, reports them, and Run returns nil.
+	ExitAfter int
+	// ExitWhenIdle, when positive, makes Run return nil once no assignment
+	// has come for this long (counted from the start and from the end of
+	// each assignment).
+	ExitWhenIdle time.Duration
 }
 
 // DefaultControllerAddress is the unix socket a controller serving the
@@ -184,11 +192,12 @@ func Run(ctx context.Context, opts Options) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		w.runJobs(runCtx, drainCtx)
+		w.runJobs(runCtx, drainCtx, cancelRun)
 	}()
 	err = w.sessions(runCtx)
 	cancelRun()
 	wg.Wait()
+	w.leave(drainCtx)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -217,8 +226,10 @@ type worker struct {
 	kick      chan struct{} // asks for a heartbeat now
 	hold      *os.File      // the worker's process lock, see holdLock
 	queue     chan *decreev1.Assignment
-	leaseTTL  atomic.Int64 // from the latest registration; 0 = unknown
-	inPlace   atomic.Bool  // from the latest registration
+	leaseTTL  atomic.Int64           // from the latest registration; 0 = unknown
+	sid       atomic.Pointer[string] // the latest session id
+	taken     atomic.Int64           // assignments started (ExitAfter)
+	inPlace   atomic.Bool            // from the latest registration
 	repMu     sync.Mutex
 	rep       *replica.Replica // the replica state, once the controller said the workspace is one
 }

@@ -15,7 +15,12 @@
 //
 // Once serving, it prints one line per listener on standard output,
 // "listening on ADDRESS" (the unix socket's path, then each TCP address as
-// bound, so --listen 127.0.0.1:0 reveals its port).
+// bound, so --listen 127.0.0.1:0 reveals its port), and with
+// --metrics-listen, "metrics on URL" (controller/metrics lists the rules).
+//
+// With OTEL_EXPORTER_OTLP_ENDPOINT set it exports OpenTelemetry traces over
+// OTLP/gRPC, one per message, and gives every routine its attempt's
+// TRACEPARENT (see controller/tracing).
 package main
 
 import (
@@ -34,6 +39,8 @@ import (
 	"github.com/decreehq/decree/controller/auth"
 	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/controller/metrics"
+	"github.com/decreehq/decree/controller/tracing"
 	"github.com/decreehq/decree/pkg/memlimit"
 	"github.com/decreehq/decree/pkg/routine"
 )
@@ -73,6 +80,11 @@ func run() int {
 	flag.StringVar(&tcp.ClientTokenFile, "client-token-file", "", "file holding the token decreectl presents on TCP (ControllerService); must not be readable by other users")
 	flag.StringVar(&tcp.WorkerTokenFile, "worker-token-file", "", "file holding the token decree-worker presents on TCP (WorkerService); must not be readable by other users")
 	flag.BoolVar(&tcp.Insecure, "insecure", false, "allow --listen without TLS, on a loopback address only (tokens are still required)")
+	var mcfg metrics.ListenConfig
+	flag.StringVar(&mcfg.Addr, "metrics-listen", "", "serve Prometheus metrics at http(s)://HOST:PORT/metrics; plain HTTP on a loopback address, any other address needs --metrics-tls-cert/--metrics-tls-key and --metrics-token-file")
+	flag.StringVar(&mcfg.CertFile, "metrics-tls-cert", "", "TLS certificate (PEM) for --metrics-listen (default: --tls-cert)")
+	flag.StringVar(&mcfg.KeyFile, "metrics-tls-key", "", "TLS private key (PEM) for --metrics-listen (default: --tls-key)")
+	flag.StringVar(&mcfg.TokenFile, "metrics-token-file", "", "file holding the bearer token scrapers must present to --metrics-listen; must not be readable by other users")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "decree-controller: unexpected arguments %q; see -help\n", flag.Args())
@@ -87,6 +99,18 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 2
 	}
+	if mcfg.Addr != "" {
+		if mcfg.CertFile == "" && mcfg.KeyFile == "" {
+			mcfg.CertFile, mcfg.KeyFile = tcp.CertFile, tcp.KeyFile
+		}
+		if err := mcfg.Validate(); err != nil {
+			fmt.Fprintln(os.Stderr, "decree-controller:", err)
+			return 2
+		}
+	} else if mcfg.CertFile != "" || mcfg.KeyFile != "" || mcfg.TokenFile != "" {
+		fmt.Fprintln(os.Stderr, "decree-controller: --metrics-tls-cert, --metrics-tls-key and --metrics-token-file apply to --metrics-listen; add it or drop them")
+		return 2
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -96,7 +120,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "decree-controller: --forget-workers-after %s is shorter than --lease-ttl %s; use at least the lease TTL\n", *forget, *leaseTTL)
 		return 2
 	}
-	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree}, tcp); err != nil {
+	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree, Metrics: mcfg.Addr != ""}, tcp, mcfg); err != nil {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 1
 	}
@@ -110,7 +134,7 @@ func checkLeaseTTL(d time.Duration) error {
 	return nil
 }
 
-func serve(copts controller.Options, tcp auth.Config) error {
+func serve(copts controller.Options, tcp auth.Config, mcfg metrics.ListenConfig) error {
 	log := copts.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -133,6 +157,21 @@ func serve(copts controller.Options, tcp auth.Config) error {
 	}
 	copts.ServerOptions = opts
 	copts.Daemon = true
+	tracer, err := tracing.FromEnv(ctx, "decree-controller", log)
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		log.Info("OpenTelemetry traces on", "endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")+os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracer.Shutdown(sctx); err != nil {
+				log.Warn("OpenTelemetry: flushing the last spans failed", "err", err)
+			}
+		}()
+		copts.Tracer = tracer
+	}
 	c, err := controller.New(copts)
 	if err != nil {
 		return err
@@ -144,6 +183,21 @@ func serve(copts controller.Options, tcp auth.Config) error {
 	}
 	for _, l := range lis {
 		fmt.Printf("listening on %s\n", l.Addr())
+	}
+	if mcfg.Addr != "" {
+		ml, err := metrics.Listen(mcfg, c.MetricsHandler(), log)
+		if err != nil {
+			for _, l := range lis {
+				l.Close()
+			}
+			return err
+		}
+		fmt.Printf("metrics on %s\n", ml.URL())
+		go func() {
+			if err := ml.Serve(ctx); err != nil {
+				log.Error("metrics listener", "err", err)
+			}
+		}()
 	}
 	log.Info("serving", "project", c.Store().Root(), "listeners", len(lis), "lease_ttl", copts.LeaseTTL)
 	return c.Serve(ctx, lis...)

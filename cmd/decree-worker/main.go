@@ -13,6 +13,14 @@
 // needs neither. The connection is kept with keepalive pings and
 // re-established with backoff and jitter; a refused token stops the worker
 // with the controller's message.
+//
+// One-shot workers, for a scaler that starts a worker per unit of queued
+// work (a KEDA ScaledJob, see deploy/k8s/keda): --exit-after N exits 0
+// after N assignments are reported, --exit-when-idle D once no work has
+// come for D. A worker that leaves (either way, or on SIGTERM) first tells
+// the controller it drains, so work given to it and not started goes to
+// another worker at once; work it started is reported (on SIGTERM: stopped,
+// then reported).
 package main
 
 import (
@@ -53,12 +61,18 @@ func run() int {
 		workspace  = flag.String("workspace", ".", "project directory to work in")
 		id         = flag.String("id", "", "worker id (default: kept in <workspace>/.decree/worker-id)")
 		verbose    = flag.Bool("verbose", false, "log debug details")
+		exitAfter  = flag.Int("exit-after", 0, "one-shot: exit 0 after running and reporting this many assignments (0: no limit); for a Kubernetes Job per unit of work (deploy/k8s/keda)")
+		exitIdle   = flag.Duration("exit-when-idle", 0, "exit 0 once no assignment has come for this long, e.g. 30s (0: never)")
 		labels     labelFlag
 	)
 	flag.Var(&labels, "label", "label key=value (repeatable)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "decree-worker: unexpected arguments %q; see -help\n", flag.Args())
+		return 2
+	}
+	if *exitAfter < 0 || *exitIdle < 0 {
+		fmt.Fprintln(os.Stderr, "decree-worker: --exit-after and --exit-when-idle must not be negative (0 turns them off)")
 		return 2
 	}
 	level := slog.LevelInfo
@@ -92,12 +106,14 @@ func run() int {
 	// gets the default behaviour (exit at once).
 	context.AfterFunc(ctx, stop)
 	err = worker.Run(ctx, worker.Options{
-		Controller:  *controller,
-		DialOptions: dialOpts,
-		Workspace:   *workspace,
-		WorkerID:    *id,
-		Labels:      parsed,
-		Logger:      log,
+		Controller:   *controller,
+		DialOptions:  dialOpts,
+		Workspace:    *workspace,
+		WorkerID:     *id,
+		Labels:       parsed,
+		Logger:       log,
+		ExitAfter:    *exitAfter,
+		ExitWhenIdle: *exitIdle,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "decree-worker: %v\n", err)

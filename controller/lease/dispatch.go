@@ -122,7 +122,7 @@ func (m *Manager) assignLocked() {
 func (m *Manager) pickLocked(req Requirements, now time.Time) *session {
 	var best *session
 	for _, s := range m.sessions {
-		if !s.streaming || s.current != nil || now.Sub(s.lastSeen) > m.opts.LeaseTTL || !matches(s, req) {
+		if !s.streaming || s.draining || s.current != nil || now.Sub(s.lastSeen) > m.opts.LeaseTTL || !matches(s, req) {
 			continue
 		}
 		if best == nil || s.lastGiven.Before(best.lastGiven) || (s.lastGiven.Equal(best.lastGiven) && s.id < best.id) {
@@ -169,6 +169,7 @@ func (m *Manager) expire(l *lease) {
 		m.log.Warn("lease expired; its processes are being killed by the worker's supervisor", "lease", l.token, "worker", worker, "message", l.a.GetMessageId(), "attempt", l.a.GetAttempt(), "margin", m.opts.FenceMargin)
 	case stateFencing:
 		worker := l.sess.req.GetWorkerId()
+		m.lost++
 		m.log.Warn("lease lost", "lease", l.token, "worker", worker, "message", l.a.GetMessageId(), "attempt", l.a.GetAttempt())
 		m.endLocked(l, Result{
 			Lost:     true,

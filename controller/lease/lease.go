@@ -146,6 +146,9 @@ type Manager struct {
 	holdTimer  Timer
 	// fenced is closed when the hold ends (WaitFenced).
 	fenced chan struct{}
+	// lost and released count leases lost by expiry and handed back by
+	// draining workers (Stats).
+	lost, released uint64
 }
 
 type session struct {
@@ -159,6 +162,8 @@ type session struct {
 	outbox    []*lease // assigned, not yet sent
 	current   *lease
 	changed   chan struct{} // closed and replaced when outbox or streamGen changes
+	// draining: the worker is about to exit and takes no new work (Drain).
+	draining bool
 }
 
 type leaseState int

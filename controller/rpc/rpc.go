@@ -144,6 +144,11 @@ func (w *WorkerServer) StreamAssignments(req *decreev1.StreamAssignmentsRequest,
 
 // Heartbeat renews leases.
 func (w *WorkerServer) Heartbeat(_ context.Context, req *decreev1.HeartbeatRequest) (*decreev1.HeartbeatResponse, error) {
+	if req.GetDraining() {
+		if err := w.m.Drain(req.GetSessionId(), req.GetLeaseTokens()); err != nil {
+			return nil, Status(err)
+		}
+	}
 	stop, err := w.m.Heartbeat(req.GetSessionId(), req.GetLeaseTokens())
 	if err != nil {
 		return nil, Status(err)

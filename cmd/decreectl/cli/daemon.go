@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/controller"
+	"github.com/decreehq/decree/controller/metrics"
+	"github.com/decreehq/decree/controller/tracing"
 	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/decreehq/decree/worker"
@@ -17,6 +19,7 @@ import (
 
 func newDaemonCmd(g *globals) *cobra.Command {
 	var interval string
+	var mcfg metrics.ListenConfig
 	cmd := &cobra.Command{
 		Use:   "daemon [--interval 2s]",
 		Short: "Serve the project until stopped: process the inbox as messages arrive and fire .decree/cron/",
@@ -29,12 +32,24 @@ runs first.
 
 On SIGINT or SIGTERM the attempt under way is interrupted (its routine is
 stopped) and counts as interrupted: the next start retries it by the usual
-rules. The daemon then exits 0.`,
+rules. The daemon then exits 0.
+
+--metrics-listen serves Prometheus metrics as decree-controller does (plain
+HTTP on loopback; TLS and a token elsewhere), and OTEL_EXPORTER_OTLP_ENDPOINT
+turns on OpenTelemetry traces (see the README, "Metrics, traces and workers
+on demand").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			every, err := parseInterval(interval)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
+			}
+			if mcfg.Addr != "" {
+				if err := mcfg.Validate(); err != nil {
+					return &exitError{code: 2, msg: err.Error()}
+				}
+			} else if mcfg.CertFile != "" || mcfg.KeyFile != "" || mcfg.TokenFile != "" {
+				return &exitError{code: 2, msg: "--metrics-tls-cert, --metrics-tls-key and --metrics-token-file apply to --metrics-listen; add it or drop them"}
 			}
 			if g.controller != "" {
 				return &exitError{code: 2, msg: "daemon serves the project on this machine; drop --controller (a decree-controller elsewhere is already a daemon for its project)"}
@@ -46,10 +61,14 @@ rules. The daemon then exits 0.`,
 			if err := g.syncAtStart(); err != nil {
 				return err
 			}
-			return runDaemon(cmd.Context(), g, root, every)
+			return runDaemon(cmd.Context(), g, root, every, mcfg)
 		},
 	}
 	cmd.Flags().StringVar(&interval, "interval", "2s", "how often to look for files dropped into the inbox: a duration (2s, 500ms) or whole seconds")
+	cmd.Flags().StringVar(&mcfg.Addr, "metrics-listen", "", "serve Prometheus metrics at http(s)://HOST:PORT/metrics; plain HTTP on loopback only, other addresses need --metrics-tls-cert/--metrics-tls-key and --metrics-token-file")
+	cmd.Flags().StringVar(&mcfg.CertFile, "metrics-tls-cert", "", "TLS certificate (PEM) for --metrics-listen")
+	cmd.Flags().StringVar(&mcfg.KeyFile, "metrics-tls-key", "", "TLS private key (PEM) for --metrics-listen")
+	cmd.Flags().StringVar(&mcfg.TokenFile, "metrics-token-file", "", "file holding the bearer token scrapers must present to --metrics-listen")
 	return cmd
 }
 
@@ -72,7 +91,7 @@ func parseInterval(s string) (time.Duration, error) {
 
 // runDaemon serves root until ctx ends, then stops the controller (which
 // interrupts the attempt under way) and the worker.
-func runDaemon(ctx context.Context, g *globals, root string, every time.Duration) error {
+func runDaemon(ctx context.Context, g *globals, root string, every time.Duration, mcfg metrics.ListenConfig) error {
 	// Unless --verbose, the daemon reports what it does (cron fires,
 	// skips) at info level; the worker reports only errors.
 	log, wlog := g.log, g.log.With("part", "worker")
@@ -80,7 +99,17 @@ func runDaemon(ctx context.Context, g *globals, root string, every time.Duration
 		log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		wlog = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), Poll: every, FixedWorkers: true, Daemon: true})
+	tracer, err := tracing.FromEnv(ctx, "decreectl-daemon", log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tracer.Shutdown(sctx)
+	}()
+	c, err := controller.New(controller.Options{Root: root, Logger: log.With("part", "controller"), Poll: every, FixedWorkers: true, Daemon: true,
+		Metrics: mcfg.Addr != "", Tracer: tracer})
 	if err != nil {
 		return err
 	}
@@ -91,6 +120,19 @@ func runDaemon(ctx context.Context, g *globals, root string, every time.Duration
 	}
 	cctx, stopController := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopController()
+	if mcfg.Addr != "" {
+		ml, err := metrics.Listen(mcfg, c.MetricsHandler(), log)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		fmt.Fprintf(g.stderr, "decree: metrics on %s\n", ml.URL())
+		go func() {
+			if err := ml.Serve(cctx); err != nil {
+				log.Error("metrics listener", "err", err)
+			}
+		}()
+	}
 	served := make(chan error, 1)
 	go func() { served <- c.Serve(cctx, lis) }()
 	wctx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))

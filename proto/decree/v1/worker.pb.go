@@ -809,7 +809,12 @@ type HeartbeatRequest struct {
 	// From RegisterWorker.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Leases the worker still works on.
-	LeaseTokens   []string `protobuf:"bytes,2,rep,name=lease_tokens,json=leaseTokens,proto3" json:"lease_tokens,omitempty"`
+	LeaseTokens []string `protobuf:"bytes,2,rep,name=lease_tokens,json=leaseTokens,proto3" json:"lease_tokens,omitempty"`
+	// The worker is about to exit (a one-shot worker at its limit or idle,
+	// or one stopped with SIGTERM): it gets no new work, and lease_tokens
+	// then lists only the leases it has started; every other lease given to
+	// it goes back to the queue at once for another worker.
+	Draining      bool `protobuf:"varint,3,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +861,13 @@ func (x *HeartbeatRequest) GetLeaseTokens() []string {
 		return x.LeaseTokens
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
 }
 
 // HeartbeatResponse answers a heartbeat.
@@ -1769,11 +1781,12 @@ const file_decree_v1_worker_proto_rawDesc = "" +
 	"\x19StreamAssignmentsResponse\x125\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x15.decree.v1.AssignmentR\n" +
-	"assignment\"T\n" +
+	"assignment\"p\n" +
 	"\x10HeartbeatRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12!\n" +
-	"\flease_tokens\x18\x02 \x03(\tR\vleaseTokens\"4\n" +
+	"\flease_tokens\x18\x02 \x03(\tR\vleaseTokens\x12\x1a\n" +
+	"\bdraining\x18\x03 \x01(\bR\bdraining\"4\n" +
 	"\x11HeartbeatResponse\x12\x1f\n" +
 	"\vstop_leases\x18\x01 \x03(\tR\n" +
 	"stopLeases\"_\n" +
