@@ -182,7 +182,18 @@ func writeNewFunc(path string, write func(io.Writer) error) error {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("create %s: %w", path, fs.ErrExist)
 		}
-		return fmt.Errorf("create %s: %w", path, err)
+		if !fsutil.LinkUnsupported(err) {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		// No hard links on this file system: rename, after checking
+		// under the store's lock that the name is free.
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("create %s: %w", path, fs.ErrExist)
+		}
+		if err := os.Rename(name, path); err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		return fsutil.SyncDir(dir)
 	}
 	if err := os.Remove(name); err != nil {
 		return fmt.Errorf("create %s: remove temporary file: %w", path, err)

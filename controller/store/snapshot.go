@@ -316,7 +316,18 @@ func (r *Run) linkBase(base *snapBase) error {
 	tmp := filepath.Join(r.dir, "."+layout.InboxBaseFile+".tmp-link")
 	_ = os.Remove(tmp)
 	if err := os.Link(base.path, tmp); err != nil {
-		return fmt.Errorf("record inbox snapshot of %s: %w", r.id, err)
+		if !fsutil.LinkUnsupported(err) {
+			return fmt.Errorf("record inbox snapshot of %s: %w", r.id, err)
+		}
+		// A file system without hard links (FAT, exFAT, some network
+		// shares): the run gets a copy.
+		data, rerr := os.ReadFile(base.path)
+		if rerr != nil {
+			return fmt.Errorf("record inbox snapshot of %s: %w", r.id, rerr)
+		}
+		if werr := os.WriteFile(tmp, data, 0o644); werr != nil {
+			return fmt.Errorf("record inbox snapshot of %s: %w", r.id, werr)
+		}
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		_ = os.Remove(tmp)
