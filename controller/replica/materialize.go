@@ -18,7 +18,6 @@ import (
 	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/wiremanifest"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"golang.org/x/sys/unix"
 )
 
 // Applied says what Materialize changed.
@@ -101,7 +100,7 @@ func (s *Service) Materialize(ctx context.Context, base *checkpoint.Manifest, en
 		out.Written = append(out.Written, c.Path)
 	}
 	if d, err := os.Open(root); err == nil {
-		_ = unix.Syncfs(int(d.Fd()))
+		syncFS(d)
 		d.Close()
 	}
 	paths := make([]string, 0, len(changes))

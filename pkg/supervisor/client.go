@@ -198,7 +198,7 @@ func programBeside(exe string) string {
 // spawn starts a supervisor that waits for its request on a control
 // socket (descriptor 3) and reports on a pipe (descriptor 4).
 func spawn() (*spare, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := socketpairCloexec()
 	if err != nil {
 		return nil, fmt.Errorf("create supervisor control socket: %w", err)
 	}

@@ -51,7 +51,7 @@ func serve() int {
 	}
 	report := os.NewFile(reportFD, "report")
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := becomeSubreaper(); err != nil {
 		fmt.Fprintf(report, "E make the attempt supervisor a child subreaper: %v\n", err)
 		return 1
 	}
@@ -90,7 +90,7 @@ func serve() int {
 		Dir:   req.Dir,
 		Env:   req.Env,
 		Files: []uintptr{stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   routineSysProcAttr(),
 	})
 	// Only the routine's tree may hold the output pipes from now on.
 	for _, f := range stdio {
@@ -119,7 +119,7 @@ func readRequest(fd int) (line []byte, fds []int, rest []byte, err error) {
 	oob := make([]byte, unix.CmsgSpace(8*4))
 	var data []byte
 	for {
-		n, oobn, _, _, rerr := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, _, _, rerr := unix.Recvmsg(fd, buf, oob, recvmsgCloexec)
 		if rerr == unix.EINTR {
 			continue
 		}
@@ -135,6 +135,9 @@ func readRequest(fd int) (line []byte, fds []int, rest []byte, err error) {
 				got, perr := unix.ParseUnixRights(&msgs[i])
 				if perr != nil {
 					return nil, fds, nil, perr
+				}
+				for _, fd := range got {
+					unix.CloseOnExec(fd) // already so on Linux (MSG_CMSG_CLOEXEC)
 				}
 				fds = append(fds, got...)
 			}

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/decreehq/decree/pkg/driver"
 	"github.com/decreehq/decree/pkg/supervisor"
 )
@@ -91,7 +89,7 @@ func Start(s Spec) (*Handle, error) {
 	// A larger pipe means fewer wake-ups per megabyte (measured: about 1.6x
 	// the throughput of the default 64 KiB). Best effort: the limit is
 	// /proc/sys/fs/pipe-max-size.
-	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, pipeSize)
+	growPipe(pw)
 	stdin, feed, err := openStdin(s.Stdin)
 	if err != nil {
 		pr.Close()
