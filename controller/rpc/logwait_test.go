@@ -4,13 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/logbook"
@@ -27,21 +22,7 @@ func TestFollowLogsWaitsForTheAttempt(t *testing.T) {
 	dir := t.TempDir()
 	st, book, m := newDomain(t, dir, 0)
 	defer m.Close()
-	sock := filepath.Join(dir, "c.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	decreev1.RegisterControllerServiceServer(srv, NewControllerServer(ControllerDeps{Store: st, Leases: m}))
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := decreev1.NewControllerServiceClient(conn)
+	client := controllerClient(t, ControllerDeps{Store: st, Leases: m})
 
 	e, err := st.CreateMessage("watched", &message.Message{Body: []byte("work\n")})
 	if err != nil {

@@ -2,14 +2,11 @@ package rpc
 
 import (
 	"context"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -26,24 +23,13 @@ import (
 // containing a symbol) carries the .proto comments, for services,
 // methods, messages and fields; health still resolves.
 func TestReflectionServesComments(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "r.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	decreev1.RegisterControllerServiceServer(srv, NewControllerServer(ControllerDeps{}))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	if err := RegisterReflection(srv); err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serveUnix(t, func(srv *grpc.Server) {
+		decreev1.RegisterControllerServiceServer(srv, NewControllerServer(ControllerDeps{}))
+		healthpb.RegisterHealthServer(srv, health.NewServer())
+		if err := RegisterReflection(srv); err != nil {
+			t.Fatal(err)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +12,6 @@ import (
 	"github.com/decreehq/decree/pkg/config"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // newControllerClient serves the ControllerService of a project with the
@@ -42,21 +40,8 @@ func newControllerClient(t *testing.T, cfg string, routines ...string) (decreev1
 		c, _, err := config.Load(cfgPath)
 		return c, err
 	}
-	sock := filepath.Join(dir, "decree.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	decreev1.RegisterControllerServiceServer(srv, NewControllerServer(ControllerDeps{Store: st, Config: load}))
-	go srv.Serve(lis)
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		srv.Stop()
+	conn := serveUnix(t, func(srv *grpc.Server) {
+		decreev1.RegisterControllerServiceServer(srv, NewControllerServer(ControllerDeps{Store: st, Config: load}))
 	})
 	return decreev1.NewControllerServiceClient(conn), cfgPath
 }

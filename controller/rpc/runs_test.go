@@ -3,14 +3,10 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/layout"
@@ -42,21 +38,7 @@ func TestListRunsPagesFromIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sock := filepath.Join(dir, "c.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	decreev1.RegisterControllerServiceServer(srv, NewControllerServer(ControllerDeps{Store: st, Leases: m}))
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := decreev1.NewControllerServiceClient(conn)
+	client := controllerClient(t, ControllerDeps{Store: st, Leases: m})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -35,23 +33,10 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
 	dir := t.TempDir()
 	st, _, m := newDomain(t, dir, ttl)
-	sock := filepath.Join(dir, "decree.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	decreev1.RegisterWorkerServiceServer(srv, NewWorkerServer(m))
-	go srv.Serve(lis)
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		m.Close()
-		srv.Stop()
+	conn := serveUnix(t, func(srv *grpc.Server) {
+		decreev1.RegisterWorkerServiceServer(srv, NewWorkerServer(m))
 	})
+	t.Cleanup(func() { m.Close() })
 	return &env{st: st, m: m, client: decreev1.NewWorkerServiceClient(conn)}
 }
 

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -23,7 +22,7 @@ func MountTmpfs(t testing.TB, size string) string {
 		t.Skipf("cannot mount a tmpfs here (%v: %s); this test needs root", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+		if err := unmountDetach(dir); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
