@@ -32,10 +32,12 @@ import (
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/controller/auth"
+	"github.com/decreehq/decree/controller/dashboard"
 	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/pkg/memlimit"
 	"github.com/decreehq/decree/pkg/routine"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // Lease TTL bounds: below a second, heartbeats (a third of the TTL) would
@@ -73,6 +75,11 @@ func run() int {
 	flag.StringVar(&tcp.ClientTokenFile, "client-token-file", "", "file holding the token decreectl presents on TCP (ControllerService); must not be readable by other users")
 	flag.StringVar(&tcp.WorkerTokenFile, "worker-token-file", "", "file holding the token decree-worker presents on TCP (WorkerService); must not be readable by other users")
 	flag.BoolVar(&tcp.Insecure, "insecure", false, "allow --listen without TLS, on a loopback address only (tokens are still required)")
+	var web dashboard.Config
+	flag.StringVar(&web.Addr, "http", "", "also serve the web dashboard on HOST:PORT (loopback: plain HTTP, no login; any other address needs --http-tls-cert, --http-tls-key and --http-token-file)")
+	flag.StringVar(&web.CertFile, "http-tls-cert", "", "TLS certificate (PEM) for --http")
+	flag.StringVar(&web.KeyFile, "http-tls-key", "", "TLS private key (PEM) for --http")
+	flag.StringVar(&web.TokenFile, "http-token-file", "", "file holding the client token people log in to the dashboard with (required off loopback, optional on it); must not be readable by other users")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "decree-controller: unexpected arguments %q; see -help\n", flag.Args())
@@ -87,6 +94,10 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 2
 	}
+	if err := checkWeb(web); err != nil {
+		fmt.Fprintln(os.Stderr, "decree-controller:", err)
+		return 2
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -96,7 +107,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "decree-controller: --forget-workers-after %s is shorter than --lease-ttl %s; use at least the lease TTL\n", *forget, *leaseTTL)
 		return 2
 	}
-	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree}, tcp); err != nil {
+	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree}, tcp, web); err != nil {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 1
 	}
@@ -110,7 +121,18 @@ func checkLeaseTTL(d time.Duration) error {
 	return nil
 }
 
-func serve(copts controller.Options, tcp auth.Config) error {
+// checkWeb validates the dashboard flags (none of them without --http).
+func checkWeb(web dashboard.Config) error {
+	if web.Addr == "" {
+		if web.CertFile != "" || web.KeyFile != "" || web.TokenFile != "" {
+			return fmt.Errorf("--http-tls-cert, --http-tls-key and --http-token-file apply to the dashboard: add --http HOST:PORT, or drop them")
+		}
+		return nil
+	}
+	return web.Validate()
+}
+
+func serve(copts controller.Options, tcp auth.Config, web dashboard.Config) error {
 	log := copts.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -142,8 +164,32 @@ func serve(copts controller.Options, tcp auth.Config) error {
 	if err != nil {
 		return err
 	}
+	var dash *dashboard.Server
+	var webLis net.Listener
+	if web.Addr != "" {
+		conn, err := dashboard.DialProject(c.Store().Root())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		dash, webLis, err = dashboard.Start(web, decreev1.NewControllerServiceClient(conn), log.With("part", "dashboard"))
+		if err != nil {
+			for _, l := range lis {
+				l.Close()
+			}
+			return err
+		}
+	}
 	for _, l := range lis {
 		fmt.Printf("listening on %s\n", l.Addr())
+	}
+	if dash != nil {
+		fmt.Printf("dashboard on %s\n", dashboard.URL(web, webLis.Addr()))
+		go func() {
+			if err := dash.Serve(ctx, webLis); err != nil {
+				log.Error("dashboard stopped", "err", err)
+			}
+		}()
 	}
 	log.Info("serving", "project", c.Store().Root(), "listeners", len(lis), "lease_ttl", copts.LeaseTTL)
 	return c.Serve(ctx, lis...)
