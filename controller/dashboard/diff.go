@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"net/http"
 	"regexp"
@@ -94,7 +95,7 @@ type diffView struct {
 	TotalDel int
 	Offset   uint64
 	Sections []diffSection
-	Next     string // query of the next page, empty on the last
+	Next     template.URL // query of the next page, empty on the last
 	Empty    bool
 }
 
@@ -281,7 +282,7 @@ func (s *Server) diffPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Empty = offset == 0 && lines == 0
 	if _, err := br.Peek(1); err == nil {
-		v.Next = fmt.Sprintf("name=%s&offset=%d&f=%s&o=%d&n=%d", name, pos, urlQueryEscape(cur), oldN, newN)
+		v.Next = template.URL(fmt.Sprintf("name=%s&offset=%d&f=%s&o=%d&n=%d", name, pos, urlQueryEscape(cur), oldN, newN))
 	}
 	s.render(w, r, http.StatusOK, "diff", v)
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"html/template"
 	"net/http"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ type listView struct {
 	Heading  string
 	State    string
 	Messages []*decreev1.MessageInfo
-	Next     string
+	Next     template.URL
 	Stats    *decreev1.GetDeadLetterStatsResponse
 	Dead     bool
 }
@@ -74,7 +75,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, req *decreev1.List
 	if t := resp.GetNextPageToken(); t != "" {
 		q := r.URL.Query()
 		q.Set("page", t)
-		v.Next = r.URL.Path + "?" + q.Encode()
+		v.Next = template.URL(r.URL.Path + "?" + q.Encode())
 	}
 	s.render(w, r, http.StatusOK, "list", v)
 }

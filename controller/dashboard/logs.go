@@ -82,6 +82,11 @@ type logView struct {
 
 func (v logView) title() string { return fmt.Sprintf("Log of %s, attempt %d", v.ID, v.Attempt) }
 
+// ended reports whether an attempt has an end time.
+func ended(a *decreev1.AttemptInfo) bool {
+	return a.GetEndTime() != nil && !a.GetEndTime().AsTime().IsZero() && a.GetEndTime().AsTime().Unix() > 0
+}
+
 // logPage shows one page of an attempt's log: by default the last page,
 // with links to the previous and next pages and the raw file.
 func (s *Server) logPage(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +109,7 @@ func (s *Server) logPage(w http.ResponseWriter, r *http.Request) {
 	}
 	att := atts[n-1]
 	v := logView{ID: id, Attempt: int32(n), Attempts: atts, Name: att.GetLogName(), Prev: -1, Next: -1,
-		Running: run.GetRun().GetOutcome() == decreev1.RunOutcome_RUN_OUTCOME_RUNNING && n == len(atts)}
+		Running: !ended(att)}
 	size, err := s.artifactSize(ctx, id, v.Name)
 	if err != nil {
 		s.failRPC(w, r, "read the log of "+id, err)

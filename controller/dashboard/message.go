@@ -93,7 +93,7 @@ func (s *Server) loadMessage(ctx context.Context, id string) (*messageView, erro
 	atts := v.Run.GetAttemptDetails()
 	if v.Run.GetOutcome() == decreev1.RunOutcome_RUN_OUTCOME_RUNNING && len(atts) > 0 {
 		last := atts[len(atts)-1]
-		if last.GetEndTime() == nil || last.GetEndTime().AsTime().IsZero() {
+		if !ended(last) {
 			v.Live = last
 			if size, err := s.artifactSize(ctx, id, last.GetLogName()); err == nil {
 				if size > liveTail {
