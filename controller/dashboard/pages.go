@@ -46,9 +46,13 @@ var funcs = template.FuncMap{
 	"canStop":  canCancel,
 	"canRetry": func(st decreev1.MessageState) bool { return st == decreev1.MessageState_MESSAGE_STATE_DEAD },
 	"format":   formatName,
-	"states":   func() []string { return []string{"queued", "running", "interrupted", "done", "dead"} },
-	"params":   customParams,
-	"canUndo":  func(st decreev1.MessageState) bool { return st == decreev1.MessageState_MESSAGE_STATE_DONE },
+	"firstLine": func(s string) string {
+		line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+		return line
+	},
+	"states":  func() []string { return []string{"queued", "running", "interrupted", "done", "dead"} },
+	"params":  customParams,
+	"canUndo": func(st decreev1.MessageState) bool { return st == decreev1.MessageState_MESSAGE_STATE_DONE },
 }
 
 func loadPages() (*pages, error) {

@@ -23,6 +23,10 @@
       else { say("Reconnecting to the log…"); }
     });
   }
+  // The htmx SSE extension's connection state, on the element that holds
+  // it (data-live="open" or "retrying"), so people and tests can see it.
+  document.addEventListener("htmx:sseOpen", function (e) { e.target.setAttribute("data-live", "open"); });
+  document.addEventListener("htmx:sseError", function (e) { e.target.setAttribute("data-live", "retrying"); });
   function init() {
     var logs = document.querySelectorAll("pre[data-stream]");
     for (var i = 0; i < logs.length; i++) { follow(logs[i]); }
