@@ -8,19 +8,23 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/decreehq/decree/controller/dashboard"
+	"github.com/decreehq/decree/internal/testtool"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -307,8 +311,48 @@ func TestLargeDiffPaged(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page2, "(continued)") || !strings.Contains(page2, "note line 1990") {
 		t.Fatalf("second page: %d\n%.3000s", code, page2)
 	}
+	code, raw := e.get("/messages/" + id + "/artifacts/changes.diff")
+	if code != http.StatusOK || !strings.HasSuffix(raw, "+note line 100000\n") || strings.Count(raw, "\n+note line ") != 100000 {
+		t.Fatalf("raw diff: %d, %d bytes, ends %q", code, len(raw), raw[max(0, len(raw)-40):])
+	}
 	if kib := e.peakRSSKiB(); kib > 150<<10 {
 		t.Fatalf("controller peak RSS %d KiB, want under 150 MiB", kib)
+	}
+}
+
+// TestDaemonServesDashboard: `decreectl daemon --http` serves the
+// dashboard on loopback, and refuses a non-loopback address without TLS
+// before starting anything.
+func TestDaemonServesDashboard(t *testing.T) {
+	bin := testtool.Binaries(t)
+	project := testtool.InitProject(t)
+	out, err := exec.Command(filepath.Join(bin, "decreectl"), "-C", project, "daemon", "--http", "0.0.0.0:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "without TLS") {
+		t.Fatalf("daemon --http 0.0.0.0:0: %v\n%s", err, out)
+	}
+	cmd := exec.Command(filepath.Join(bin, "decreectl"), "-C", project, "daemon", "--http", "127.0.0.1:0")
+	cmd.Env = testtool.CleanEnv()
+	p := testtool.Start(t, "decreectl daemon", cmd)
+	var base string
+	testtool.WaitFor(t, 30*time.Second, "the daemon's dashboard address", func() bool {
+		if m := dashLine.FindStringSubmatch(p.Out.String()); m != nil {
+			base = m[1]
+			return true
+		}
+		return false
+	})
+	resp, err := http.Get(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "A daemon serves the project") || !strings.Contains(string(b), "(in place)") {
+		t.Fatalf("overview from the daemon: %d\n%.3000s", resp.StatusCode, b)
+	}
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("daemon exited %d\n%s", code, p.Out)
 	}
 }
 

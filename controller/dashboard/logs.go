@@ -235,32 +235,12 @@ func completeUTF8(b []byte) (complete, rest []byte) {
 // artifact streams a run file as plain text (never rendered as HTML).
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("name")
-	ctx := r.Context()
-	stream, err := s.c.GetArtifact(ctx, &decreev1.GetArtifactRequest{MessageId: id, Name: name})
+	stream, err := s.c.GetArtifact(r.Context(), &decreev1.GetArtifactRequest{MessageId: id, Name: name})
 	if err != nil {
 		s.failRPC(w, r, "read "+name+" of "+id, err)
 		return
 	}
-	first, err := stream.Recv()
-	if err != nil && !errors.Is(err, io.EOF) {
-		s.failRPC(w, r, "read "+name+" of "+id, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if first != nil {
-		w.Header().Set("Content-Length", strconv.FormatUint(first.GetSize(), 10))
-		if _, err := w.Write(first.GetData()); err != nil {
-			return
-		}
-	}
-	for err == nil {
-		var resp *decreev1.GetArtifactResponse
-		if resp, err = stream.Recv(); err == nil {
-			if _, werr := w.Write(resp.GetData()); werr != nil {
-				return
-			}
-		}
-	}
+	streamText(s, w, r, "read "+name+" of "+id, stream.Recv, (*decreev1.GetArtifactResponse).GetData)
 }
 
 // body streams a message body as plain text.
@@ -271,23 +251,22 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) {
 		s.failRPC(w, r, "read the body of "+id, err)
 		return
 	}
-	first, err := stream.Recv()
+	streamText(s, w, r, "read the body of "+id, stream.Recv, (*decreev1.GetMessageBodyResponse).GetData)
+}
+
+// streamText copies a gRPC stream of pieces to the response as plain text,
+// piece by piece (nothing is held whole). An error before the first piece
+// is shown as an error page; a later one cuts the response short.
+func streamText[T any](s *Server, w http.ResponseWriter, r *http.Request, what string, recv func() (T, error), data func(T) []byte) {
+	first, err := recv()
 	if err != nil && !errors.Is(err, io.EOF) {
-		s.failRPC(w, r, "read the body of "+id, err)
+		s.failRPC(w, r, what, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if first != nil {
-		if _, err := w.Write(first.GetData()); err != nil {
+	for ; err == nil; first, err = recv() {
+		if _, werr := w.Write(data(first)); werr != nil {
 			return
-		}
-	}
-	for err == nil {
-		var resp *decreev1.GetMessageBodyResponse
-		if resp, err = stream.Recv(); err == nil {
-			if _, werr := w.Write(resp.GetData()); werr != nil {
-				return
-			}
 		}
 	}
 }
