@@ -58,6 +58,24 @@ echo "FIRST LINE OF THE BIG LOG"
 yes "a line of the big log, long enough to fill it quickly ................" | head -c 200000000
 echo "THE LAST LINE OF THE BIG LOG"
 `,
+	// chain queues one follow-up (running edit) from the root message.
+	"chain.sh": `#!/usr/bin/env bash
+# Chain: the root message queues a follow-up that runs edit.
+set -euo pipefail
+if [ "${DECREE_PRE_CHECK:-}" = "true" ]; then exit 0; fi
+if [ "${seq:-0}" = "0" ]; then
+  printf -- '---\nroutine: edit\nlines: "3"\n---\nThe follow-up.\n' > .decree/outbox/next.md
+fi
+echo "chain step ${seq:-0}"
+`,
+	// fail always fails.
+	"fail.sh": `#!/usr/bin/env bash
+# Fail: prints a reason and exits 1.
+set -euo pipefail
+if [ "${DECREE_PRE_CHECK:-}" = "true" ]; then exit 0; fi
+echo "boom: the stand-in failed"
+exit 1
+`,
 	// notready fails its pre-check.
 	"notready.sh": `#!/usr/bin/env bash
 # Not ready: its pre-check fails.

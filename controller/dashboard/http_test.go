@@ -411,3 +411,55 @@ func TestRoutinesAndPreChecks(t *testing.T) {
 		t.Errorf("the submit form lacks slow's parameter label")
 	}
 }
+
+var followRE = regexp.MustCompile(`<a href="/messages/([0-9]+-1)">[0-9]+-1</a> follow-up`)
+
+// TestMessageHistory: a message page names the follow-ups it queued; a
+// done message is reverted through the dashboard; a dead one shows its
+// failure context and note; cron files show their next fire.
+func TestMessageHistory(t *testing.T) {
+	e := startEnv(t)
+	cron := "---\ncron: \"0 3 * * *\"\nroutine: edit\n---\nNightly notes.\n"
+	if err := os.WriteFile(filepath.Join(e.project, ".decree", "cron", "nightly.md"), []byte(cron), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := e.submit("chain")
+	e.waitState(root, decreev1.MessageState_MESSAGE_STATE_DONE, 60*time.Second)
+	_, page := e.get("/messages/" + root)
+	m := followRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the root's page names no follow-up\n%s", page[strings.Index(page, "<main"):])
+	}
+	follow := m[1]
+	e.waitState(follow, decreev1.MessageState_MESSAGE_STATE_DONE, 60*time.Second)
+	code, res := e.post("/messages/"+follow+"/revert", url.Values{"csrf": {csrf(t, page)}, "confirm": {"yes"}})
+	if code != http.StatusOK || !strings.Contains(res, "Reverted "+follow) || !strings.Contains(res, "notes.txt") {
+		t.Fatalf("revert: %d\n%.3000s", code, res)
+	}
+	if _, err := os.Stat(filepath.Join(e.project, "notes.txt")); !os.IsNotExist(err) {
+		t.Fatalf("notes.txt is still there after the revert: %v", err)
+	}
+
+	dead := e.submit("fail")
+	e.waitState(dead, decreev1.MessageState_MESSAGE_STATE_DEAD, 60*time.Second)
+	_, page = e.get("/messages/" + dead)
+	for _, want := range []string{"Failure context", "boom: the stand-in failed", "Dead-lettered:", "Requeue…"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the dead message's page lacks %q", want)
+		}
+	}
+	_, page = e.get("/dead")
+	if !strings.Contains(page, dead) || !strings.Contains(page, `class="note"`) {
+		t.Errorf("the dead letters page lacks %s with its note\n%.4000s", dead, page)
+	}
+	testtool.WaitFor(t, 30*time.Second, "the cron file on the cron page", func() bool {
+		_, page = e.get("/cron")
+		return strings.Contains(page, "nightly.md") && strings.Contains(page, "0 3 * * *")
+	})
+	if strings.Contains(page, `class="bad"`) {
+		t.Errorf("the cron page reports a problem\n%.4000s", page)
+	}
+	if _, ov := e.get("/"); !strings.Contains(ov, "nightly.md") {
+		t.Errorf("the overview lacks the cron file")
+	}
+}

@@ -156,8 +156,9 @@ func (s *Server) readBody(ctx context.Context, id string, limit int) ([]byte, er
 }
 
 // loadHistory reads the chain's events: the message's own, and the
-// follow-ups it queued (queued by its successful attempt, between its last
-// attempt's end and its MESSAGE_DONE) or that were rejected.
+// follow-ups it queued (the "follow-up" MESSAGE_QUEUED events after one of
+// its attempts started and before another message started: only a
+// successful attempt's follow-ups are queued) or that were rejected.
 func (s *Server) loadHistory(ctx context.Context, v *messageView) {
 	id, chain := v.Msg.GetId(), v.Msg.GetChain()
 	if chain == "" {
@@ -184,9 +185,9 @@ func (s *Server) loadHistory(ctx context.Context, v *messageView) {
 			}
 		}
 		switch {
-		case ev.GetMessageId() == id && ev.GetKind() == decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED:
-			collecting = ev.GetExitCode() == 0
-		case ev.GetMessageId() == id && ev.GetKind() != decreev1.EventKind_EVENT_KIND_WARNING && ev.GetKind() != decreev1.EventKind_EVENT_KIND_HOOK_FINISHED:
+		case ev.GetMessageId() == id && ev.GetKind() == decreev1.EventKind_EVENT_KIND_ATTEMPT_STARTED:
+			collecting = true
+		case ev.GetMessageId() != id && ev.GetKind() == decreev1.EventKind_EVENT_KIND_MESSAGE_STARTED:
 			collecting = false
 		case collecting && ev.GetKind() == decreev1.EventKind_EVENT_KIND_MESSAGE_QUEUED && strings.HasPrefix(ev.GetText(), "follow-up "):
 			v.FollowUps = append(v.FollowUps, followUp{ID: ev.GetMessageId(), Text: ev.GetText()})
