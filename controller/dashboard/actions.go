@@ -178,11 +178,6 @@ func (s *Server) submitForm(w http.ResponseWriter, r *http.Request) {
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		s.fail(w, r, http.StatusRequestEntityTooLarge, "The form is too large: the dashboard takes bodies up to 2 MiB; submit larger ones with `decreectl run`.")
-		return
-	}
 	v, err := s.loadSubmit(ctx, r)
 	if err != nil {
 		s.failRPC(w, r, "list routines", err)

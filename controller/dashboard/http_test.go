@@ -278,6 +278,10 @@ func TestActionsAndCrossOrigin(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(res, "Requeued "+id) {
 		t.Fatalf("requeue: %d\n%.3000s", code, res)
 	}
+	code, res = e.post("/submit", url.Values{"csrf": {tok}, "confirm": {"yes"}, "routine": {"edit"}, "body": {strings.Repeat("x", 3<<20)}})
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(res, "decreectl run") {
+		t.Fatalf("a 3 MiB submission: %d, want 413 pointing to decreectl run\n%.2000s", code, res)
+	}
 	code, res = e.post("/messages/"+id+"/revert", url.Values{"csrf": {tok}, "confirm": {"yes"}})
 	if code != http.StatusConflict {
 		t.Fatalf("revert of a message that is not done: %d, want 409\n%.2000s", code, res)

@@ -58,25 +58,36 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	v, err := s.loadMessage(ctx, id)
+	live := r.URL.Query().Get("part") == "live"
+	v, err := s.loadMessage(ctx, id, !live)
 	if err != nil {
 		s.failRPC(w, r, "read message "+id, err)
 		return
 	}
-	if r.URL.Query().Get("part") == "live" {
+	if live {
 		s.renderPart(w, r, http.StatusOK, "message", "live", v)
 		return
 	}
 	s.render(w, r, http.StatusOK, "message", v)
 }
 
-func (s *Server) loadMessage(ctx context.Context, id string) (*messageView, error) {
+// loadMessage reads what the message page shows; without full, only the
+// message and its run (the part refreshed on every event).
+func (s *Server) loadMessage(ctx context.Context, id string, full bool) (*messageView, error) {
 	m, err := s.c.GetMessage(ctx, &decreev1.GetMessageRequest{Id: id})
 	if err != nil {
 		return nil, err
 	}
 	v := &messageView{Msg: m.GetMessage(), BodySize: m.GetBodySize()}
 	id = v.Msg.GetId()
+	run, err := s.c.GetRun(ctx, &decreev1.GetRunRequest{Id: id})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	v.Run = run.GetRun()
+	if !full {
+		return v, nil
+	}
 	body := m.GetBody()
 	if m.GetBodyOmitted() {
 		body, _ = s.readBody(ctx, id, bodyShown)
@@ -85,11 +96,6 @@ func (s *Server) loadMessage(ctx context.Context, id string) (*messageView, erro
 		body = body[:bodyShown]
 	}
 	v.Body, v.BodyCut = strings.ToValidUTF8(string(body), "\uFFFD"), uint64(len(body)) < v.BodySize
-	run, err := s.c.GetRun(ctx, &decreev1.GetRunRequest{Id: id})
-	if err != nil && status.Code(err) != codes.NotFound {
-		return nil, err
-	}
-	v.Run = run.GetRun()
 	atts := v.Run.GetAttemptDetails()
 	if v.Run.GetOutcome() == decreev1.RunOutcome_RUN_OUTCOME_RUNNING && len(atts) > 0 {
 		last := atts[len(atts)-1]

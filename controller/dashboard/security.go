@@ -69,6 +69,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			sid = s.newSession(w)
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			if err := r.ParseForm(); err != nil {
+				s.fail(w, r, http.StatusRequestEntityTooLarge, "The form could not be read ("+err.Error()+"); the dashboard takes forms up to 2 MiB: submit larger messages with `decreectl run`.")
+				return
+			}
 			if !s.validCSRF(sid, r) {
 				s.log.Warn("refused a request without a valid CSRF token", "method", r.Method, "path", r.URL.Path)
 				s.fail(w, r, http.StatusForbidden, "The form's security token is missing or stale: reload the page and try again.")
@@ -134,7 +139,6 @@ func (s *Server) csrfToken(sid string) string {
 func (s *Server) validCSRF(sid string, r *http.Request) bool {
 	got := r.Header.Get(csrfHeader)
 	if got == "" {
-		r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
 		got = r.PostFormValue(csrfField)
 	}
 	want := s.csrfToken(sid)
