@@ -13,9 +13,15 @@
 // inbox and fires the scheduled messages of .decree/cron/. Routine discovery
 // (routine-sync) runs at start.
 //
+// With --http ADDR it also serves the web dashboard (controller/dashboard):
+// plain HTTP without login on a loopback address; any other address needs
+// --http-tls-cert, --http-tls-key and --http-token-file (the client token
+// people log in with).
+//
 // Once serving, it prints one line per listener on standard output,
 // "listening on ADDRESS" (the unix socket's path, then each TCP address as
-// bound, so --listen 127.0.0.1:0 reveals its port).
+// bound, so --listen 127.0.0.1:0 reveals its port), then with --http
+// "dashboard on URL".
 package main
 
 import (

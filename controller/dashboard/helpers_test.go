@@ -251,3 +251,13 @@ func (e *env) state(id string) decreev1.MessageState {
 	}
 	return m.GetMessage().GetState()
 }
+
+// waitIdle waits until no message is running (a chain's end, after its
+// last message is done, is part of the run).
+func (e *env) waitIdle() {
+	e.t.Helper()
+	testtool.WaitFor(e.t, 30*time.Second, "the project to be idle", func() bool {
+		st, err := e.client.GetStatus(context.Background(), &decreev1.GetStatusRequest{})
+		return err == nil && st.GetRunning() == nil && st.GetQueued() == 0
+	})
+}

@@ -345,14 +345,22 @@ func TestDaemonServesDashboard(t *testing.T) {
 		}
 		return false
 	})
-	resp, err := http.Get(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "A daemon serves the project") || !strings.Contains(string(b), "(in place)") {
-		t.Fatalf("overview from the daemon: %d\n%.3000s", resp.StatusCode, b)
+	var (
+		code int
+		b    []byte
+	)
+	testtool.WaitFor(t, 30*time.Second, "the overview to show the daemon and its local worker", func() bool {
+		resp, err := http.Get(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ = io.ReadAll(resp.Body)
+		code = resp.StatusCode
+		return code == http.StatusOK && strings.Contains(string(b), "A daemon serves the project") && strings.Contains(string(b), "(in place)")
+	})
+	if code != http.StatusOK {
+		t.Fatalf("overview: %d\n%s", code, b)
 	}
 	p.Signal(syscall.SIGTERM)
 	if code := p.Wait(t, 30*time.Second); code != 0 {
@@ -436,6 +444,7 @@ func TestMessageHistory(t *testing.T) {
 	}
 	follow := m[1]
 	e.waitState(follow, decreev1.MessageState_MESSAGE_STATE_DONE, 60*time.Second)
+	e.waitIdle()
 	code, res := e.post("/messages/"+follow+"/revert", url.Values{"csrf": {csrf(t, page)}, "confirm": {"yes"}})
 	if code != http.StatusOK || !strings.Contains(res, "Reverted "+follow) || !strings.Contains(res, "notes.txt") {
 		t.Fatalf("revert: %d\n%.3000s", code, res)
