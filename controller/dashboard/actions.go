@@ -198,6 +198,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			fields = append(fields, &decreev1.Field{Key: k, Value: val})
 		}
 	}
+	if r.PostFormValue("show") == "params" {
+		// Without JavaScript, choosing another routine posts the form
+		// back to show that routine's parameters.
+		s.render(w, r, http.StatusOK, "submit", v)
+		return
+	}
 	if r.PostFormValue("confirm") != "yes" {
 		c := confirmView{Action: "submit", Post: "/submit",
 			Question: fmt.Sprintf("Queue a message for routine %s?", v.Routine.GetName())}
