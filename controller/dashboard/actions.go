@@ -11,9 +11,9 @@ import (
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
-// cancelTimeout bounds a cancellation (CancelMessage returns once the
-// routine no longer runs and the tree is reverted).
-const cancelTimeout = time.Minute
+// actionTimeout bounds an action (CancelMessage returns once the routine
+// no longer runs and the tree is reverted; a revert rewrites files).
+const actionTimeout = time.Minute
 
 // confirmView asks before an action; resultView tells how it went.
 type confirmView struct {
@@ -59,47 +59,50 @@ func (s *Server) messageAction(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusOK, "confirm", v)
 		return
 	}
-	res := resultView{Link: "/messages/" + id, LinkTxt: "Back to " + id}
+	ctx, cancel := context.WithTimeout(r.Context(), actionTimeout)
+	defer cancel()
+	res, err := s.act(ctx, action, id, reason)
+	if err != nil {
+		s.failRPC(w, r, action+" "+id, err)
+		return
+	}
+	s.log.Info("dashboard action", "action", action, "message", id)
+	s.render(w, r, http.StatusOK, "result", res)
+}
+
+// act calls the controller for one action and describes the result.
+func (s *Server) act(ctx context.Context, action, id, reason string) (resultView, error) {
+	res := resultView{OK: true, Link: "/messages/" + id, LinkTxt: "Back to " + id}
 	switch action {
 	case "cancel":
 		if reason == "" {
 			reason = "cancelled from the dashboard"
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), cancelTimeout)
-		defer cancel()
 		resp, err := s.c.CancelMessage(ctx, &decreev1.CancelMessageRequest{Id: id, Reason: reason})
 		if err != nil {
-			s.failRPC(w, r, "cancel "+id, err)
-			return
+			return res, err
 		}
-		res.OK, res.Heading = true, "Cancelled "+id
+		res.Heading = "Cancelled " + id
 		res.Detail = []string{"The message is now " + stateName(resp.GetMessage().GetState()) + ": " + resp.GetMessage().GetDeadReason()}
 	case "requeue":
-		ctx, cancel := callCtx(r)
-		defer cancel()
 		resp, err := s.c.RequeueMessage(ctx, &decreev1.RequeueMessageRequest{Id: id})
 		if err != nil {
-			s.failRPC(w, r, "requeue "+id, err)
-			return
+			return res, err
 		}
-		res.OK, res.Heading = true, "Requeued "+id
+		res.Heading = "Requeued " + id
 		res.Detail = []string{"The message is back in the inbox (" + stateName(resp.GetMessage().GetState()) + ")."}
 		if nid := resp.GetMessage().GetId(); nid != "" && nid != id {
 			res.Link, res.LinkTxt = "/messages/"+nid, "Open "+nid
 		}
 	case "revert":
-		ctx, cancel := context.WithTimeout(r.Context(), cancelTimeout)
-		defer cancel()
 		resp, err := s.c.RevertMessage(ctx, &decreev1.RevertMessageRequest{Id: id})
 		if err != nil {
-			s.failRPC(w, r, "revert "+id, err)
-			return
+			return res, err
 		}
-		res.OK, res.Heading = true, "Reverted "+id
+		res.Heading = "Reverted " + id
 		res.Detail = append([]string{fmt.Sprintf("%d paths restored:", len(resp.GetPaths()))}, resp.GetPaths()...)
 	}
-	s.log.Info("dashboard action", "action", action, "message", id)
-	s.render(w, r, http.StatusOK, "result", res)
+	return res, nil
 }
 
 type submitView struct {
