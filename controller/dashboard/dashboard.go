@@ -123,6 +123,8 @@ type Server struct {
 	coop     *http.CrossOriginProtection
 	hub      *hub
 
+	loginMu sync.Mutex // serialises failed logins
+
 	mu       sync.Mutex
 	sessions map[string]time.Time // session id -> expiry
 	checks   *checkResult         // last pre-check run

@@ -164,7 +164,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		sum := sha256.Sum256([]byte(tok))
 		if tok == "" || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
 			s.log.Warn("refused a dashboard login with a wrong token", "peer", r.RemoteAddr)
-			time.Sleep(500 * time.Millisecond) // slows guessing down
+			// One wrong guess at a time, half a second each, whoever
+			// sends them: guessing cannot be parallelised.
+			s.loginMu.Lock()
+			time.Sleep(500 * time.Millisecond)
+			s.loginMu.Unlock()
 			s.render(w, r, http.StatusUnauthorized, "login", loginView{Next: next, Error: "That token is not this controller's client token."})
 			return
 		}
