@@ -13,10 +13,16 @@
 // inbox and fires the scheduled messages of .decree/cron/. Routine discovery
 // (routine-sync) runs at start.
 //
+// With --http ADDR it also serves the web dashboard (controller/dashboard):
+// plain HTTP without login on a loopback address; any other address needs
+// --http-tls-cert, --http-tls-key and --http-token-file (the client token
+// people log in with).
+//
 // Once serving, it prints one line per listener on standard output,
 // "listening on ADDRESS" (the unix socket's path, then each TCP address as
 // bound, so --listen 127.0.0.1:0 reveals its port), and with
-// --metrics-listen, "metrics on URL" (controller/metrics lists the rules).
+// --metrics-listen, "metrics on URL" (controller/metrics lists the rules),
+// then with --http "dashboard on URL".
 //
 // With OTEL_EXPORTER_OTLP_ENDPOINT set it exports OpenTelemetry traces over
 // OTLP/gRPC, one per message, and gives every routine its attempt's
@@ -37,12 +43,14 @@ import (
 
 	"github.com/decreehq/decree/controller"
 	"github.com/decreehq/decree/controller/auth"
+	"github.com/decreehq/decree/controller/dashboard"
 	"github.com/decreehq/decree/controller/diskspace"
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/metrics"
 	"github.com/decreehq/decree/controller/tracing"
 	"github.com/decreehq/decree/pkg/memlimit"
 	"github.com/decreehq/decree/pkg/routine"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // Lease TTL bounds: below a second, heartbeats (a third of the TTL) would
@@ -85,6 +93,11 @@ func run() int {
 	flag.StringVar(&mcfg.CertFile, "metrics-tls-cert", "", "TLS certificate (PEM) for --metrics-listen (default: --tls-cert)")
 	flag.StringVar(&mcfg.KeyFile, "metrics-tls-key", "", "TLS private key (PEM) for --metrics-listen (default: --tls-key)")
 	flag.StringVar(&mcfg.TokenFile, "metrics-token-file", "", "file holding the bearer token scrapers must present to --metrics-listen; must not be readable by other users")
+	var web dashboard.Config
+	flag.StringVar(&web.Addr, "http", "", "also serve the web dashboard on HOST:PORT (loopback: plain HTTP, no login; any other address needs --http-tls-cert, --http-tls-key and --http-token-file)")
+	flag.StringVar(&web.CertFile, "http-tls-cert", "", "TLS certificate (PEM) for --http")
+	flag.StringVar(&web.KeyFile, "http-tls-key", "", "TLS private key (PEM) for --http")
+	flag.StringVar(&web.TokenFile, "http-token-file", "", "file holding the client token people log in to the dashboard with (required off loopback, optional on it); must not be readable by other users")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "decree-controller: unexpected arguments %q; see -help\n", flag.Args())
@@ -111,6 +124,10 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "decree-controller: --metrics-tls-cert, --metrics-tls-key and --metrics-token-file apply to --metrics-listen; add it or drop them")
 		return 2
 	}
+	if err := checkWeb(web); err != nil {
+		fmt.Fprintln(os.Stderr, "decree-controller:", err)
+		return 2
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -120,7 +137,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "decree-controller: --forget-workers-after %s is shorter than --lease-ttl %s; use at least the lease TTL\n", *forget, *leaseTTL)
 		return 2
 	}
-	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree, Metrics: mcfg.Addr != ""}, tcp, mcfg); err != nil {
+	if err := serve(controller.Options{Root: *project, Logger: log, LeaseTTL: *leaseTTL, ForgetWorkersAfter: *forget, MinFreeBytes: *minFree, Metrics: mcfg.Addr != ""}, tcp, mcfg, web); err != nil {
 		fmt.Fprintln(os.Stderr, "decree-controller:", err)
 		return 1
 	}
@@ -134,7 +151,18 @@ func checkLeaseTTL(d time.Duration) error {
 	return nil
 }
 
-func serve(copts controller.Options, tcp auth.Config, mcfg metrics.ListenConfig) error {
+// checkWeb validates the dashboard flags (none of them without --http).
+func checkWeb(web dashboard.Config) error {
+	if web.Addr == "" {
+		if web.CertFile != "" || web.KeyFile != "" || web.TokenFile != "" {
+			return fmt.Errorf("--http-tls-cert, --http-tls-key and --http-token-file apply to the dashboard: add --http HOST:PORT, or drop them")
+		}
+		return nil
+	}
+	return web.Validate()
+}
+
+func serve(copts controller.Options, tcp auth.Config, mcfg metrics.ListenConfig, web dashboard.Config) error {
 	log := copts.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -181,6 +209,22 @@ func serve(copts controller.Options, tcp auth.Config, mcfg metrics.ListenConfig)
 	if err != nil {
 		return err
 	}
+	var dash *dashboard.Server
+	var webLis net.Listener
+	if web.Addr != "" {
+		conn, err := dashboard.DialProject(c.Store().Root())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		dash, webLis, err = dashboard.Start(web, decreev1.NewControllerServiceClient(conn), log.With("part", "dashboard"))
+		if err != nil {
+			for _, l := range lis {
+				l.Close()
+			}
+			return err
+		}
+	}
 	for _, l := range lis {
 		fmt.Printf("listening on %s\n", l.Addr())
 	}
@@ -196,6 +240,14 @@ func serve(copts controller.Options, tcp auth.Config, mcfg metrics.ListenConfig)
 		go func() {
 			if err := ml.Serve(ctx); err != nil {
 				log.Error("metrics listener", "err", err)
+			}
+		}()
+	}
+	if dash != nil {
+		fmt.Printf("dashboard on %s\n", dashboard.URL(web, webLis.Addr()))
+		go func() {
+			if err := dash.Serve(ctx, webLis); err != nil {
+				log.Error("dashboard stopped", "err", err)
 			}
 		}()
 	}

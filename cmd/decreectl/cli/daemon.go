@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/controller"
+	"github.com/decreehq/decree/controller/dashboard"
 	"github.com/decreehq/decree/controller/metrics"
 	"github.com/decreehq/decree/controller/tracing"
 	"github.com/decreehq/decree/pkg/layout"
@@ -18,8 +19,11 @@ import (
 )
 
 func newDaemonCmd(g *globals) *cobra.Command {
-	var interval string
-	var mcfg metrics.ListenConfig
+	var (
+		interval string
+		mcfg     metrics.ListenConfig
+		web      dashboard.Config
+	)
 	cmd := &cobra.Command{
 		Use:   "daemon [--interval 2s]",
 		Short: "Serve the project until stopped: process the inbox as messages arrive and fire .decree/cron/",
@@ -31,13 +35,19 @@ the scheduled messages of .decree/cron/. Routine discovery (routine-sync)
 runs first.
 
 On SIGINT or SIGTERM the attempt under way is interrupted (its routine is
-stopped) and counts as interrupted: the next start retries it by the usual
-rules. The daemon then exits 0.
+stopped) and the tree is put back to where that attempt started: the next
+start runs the same attempt again (an interrupted attempt does not count).
+The daemon then exits 0.
 
 --metrics-listen serves Prometheus metrics as decree-controller does (plain
 HTTP on loopback; TLS and a token elsewhere), and OTEL_EXPORTER_OTLP_ENDPOINT
 turns on OpenTelemetry traces (see the README, "Metrics, traces and workers
-on demand").`,
+on demand").
+
+With --http ADDR it also serves the web dashboard (see the README's
+"Web dashboard"): on a loopback address plain HTTP without login; on any
+other address only with --http-tls-cert, --http-tls-key and
+--http-token-file (the client token people log in with).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			every, err := parseInterval(interval)
@@ -58,12 +68,24 @@ on demand").`,
 			if err != nil {
 				return err
 			}
+			if web.Addr == "" && (web.CertFile != "" || web.KeyFile != "" || web.TokenFile != "") {
+				return &exitError{code: 2, msg: "--http-tls-cert, --http-tls-key and --http-token-file apply to the dashboard: add --http HOST:PORT, or drop them"}
+			}
+			if web.Addr != "" {
+				if err := web.Validate(); err != nil {
+					return &exitError{code: 2, msg: err.Error()}
+				}
+			}
 			if err := g.syncAtStart(); err != nil {
 				return err
 			}
-			return runDaemon(cmd.Context(), g, root, every, mcfg)
+			return runDaemon(cmd.Context(), g, root, every, mcfg, web)
 		},
 	}
+	cmd.Flags().StringVar(&web.Addr, "http", "", "also serve the web dashboard on HOST:PORT (loopback: plain HTTP, no login; any other address needs --http-tls-cert, --http-tls-key and --http-token-file)")
+	cmd.Flags().StringVar(&web.CertFile, "http-tls-cert", "", "TLS certificate (PEM) for --http")
+	cmd.Flags().StringVar(&web.KeyFile, "http-tls-key", "", "TLS private key (PEM) for --http")
+	cmd.Flags().StringVar(&web.TokenFile, "http-token-file", "", "file holding the client token people log in to the dashboard with (required off loopback); must not be readable by other users")
 	cmd.Flags().StringVar(&interval, "interval", "2s", "how often to look for files dropped into the inbox: a duration (2s, 500ms) or whole seconds")
 	cmd.Flags().StringVar(&mcfg.Addr, "metrics-listen", "", "serve Prometheus metrics at http(s)://HOST:PORT/metrics; plain HTTP on loopback only, other addresses need --metrics-tls-cert/--metrics-tls-key and --metrics-token-file")
 	cmd.Flags().StringVar(&mcfg.CertFile, "metrics-tls-cert", "", "TLS certificate (PEM) for --metrics-listen")
@@ -91,7 +113,7 @@ func parseInterval(s string) (time.Duration, error) {
 
 // runDaemon serves root until ctx ends, then stops the controller (which
 // interrupts the attempt under way) and the worker.
-func runDaemon(ctx context.Context, g *globals, root string, every time.Duration, mcfg metrics.ListenConfig) error {
+func runDaemon(ctx context.Context, g *globals, root string, every time.Duration, mcfg metrics.ListenConfig, web dashboard.Config) error {
 	// Unless --verbose, the daemon reports what it does (cron fires,
 	// skips) at info level; the worker reports only errors.
 	log, wlog := g.log, g.log.With("part", "worker")
@@ -140,6 +162,27 @@ func runDaemon(ctx context.Context, g *globals, root string, every time.Duration
 	worked := make(chan error, 1)
 	target := "unix://" + layout.SocketPath(root)
 	go func() { worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog}) }()
+	webDone := make(chan struct{})
+	close(webDone)
+	if web.Addr != "" {
+		conn, err := dashboard.DialProject(root)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		dash, lis, err := dashboard.Start(web, decreev1.NewControllerServiceClient(conn), log.With("part", "dashboard"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stderr, "decree: dashboard on %s\n", dashboard.URL(web, lis.Addr()))
+		webDone = make(chan struct{})
+		go func() {
+			defer close(webDone)
+			if err := dash.Serve(cctx, lis); err != nil {
+				log.Error("dashboard stopped", "err", err)
+			}
+		}()
+	}
 	fmt.Fprintf(g.stderr, "decree: daemon serving %s (inbox every %s, cron files in .decree/cron/); stop with Ctrl-C or SIGTERM\n", root, every)
 	var failed error
 	select {
@@ -153,6 +196,7 @@ func runDaemon(ctx context.Context, g *globals, root string, every time.Duration
 		worked <- nil
 	}
 	stopController()
+	<-webDone
 	if err := <-served; err != nil && failed == nil {
 		failed = err
 	}
