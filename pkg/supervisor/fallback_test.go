@@ -50,8 +50,10 @@ func TestFallbackProcessGroup(t *testing.T) {
 		fallback(t)
 		dir := t.TempDir()
 		lease := NewLease(time.Now().Add(300 * time.Millisecond))
+		stop := renewing(lease, 300*time.Millisecond) // until the group is up
 		p, _ := start(t, inGroup(dir), &Fence{Lease: lease}, time.Second)
 		gc := grandchild(t, dir)
+		stop()
 		select {
 		case <-p.Done():
 		case <-time.After(10 * time.Second):
