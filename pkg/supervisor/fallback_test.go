@@ -49,8 +49,8 @@ func TestFallbackProcessGroup(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		fallback(t)
 		dir := t.TempDir()
-		lease := NewLease(time.Now().Add(300 * time.Millisecond))
-		stop := renewing(lease, 300*time.Millisecond) // until the group is up
+		lease := NewLease(time.Now().Add(time.Second))
+		stop := renewing(lease, time.Second) // until the group is up
 		p, _ := start(t, inGroup(dir), &Fence{Lease: lease}, time.Second)
 		gc := grandchild(t, dir)
 		stop()

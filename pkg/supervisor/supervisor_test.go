@@ -33,12 +33,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// helperWorker supervises `bash -c script` under a lease of 400ms that it
-// renews every 100ms, prints "ready" and waits forever.
+// helperTTL is the helper worker's lease: long enough that its renewals
+// (every quarter) keep it on a loaded machine.
+const helperTTL = time.Second
+
+// helperWorker supervises `bash -c script` under a lease of helperTTL that
+// it renews, prints "ready" and waits forever.
 func helperWorker(script string) {
 	useFallback = os.Getenv(fallbackEnv) != ""
-	lease := NewLease(time.Now().Add(400 * time.Millisecond))
-	renewing(lease, 400*time.Millisecond) // from before the start: it may be slow under load
+	lease := NewLease(time.Now().Add(helperTTL))
+	renewing(lease, helperTTL) // from before the start: it may be slow under load
 	p, err := Start(Spec{Path: "/bin/bash", Args: []string{"-c", script}, Env: os.Environ(), Grace: time.Second, Fence: &Fence{Lease: lease}})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -184,7 +188,7 @@ exit 3`, dir, tc.prefix)
 // A lease that is not extended kills the tree at its deadline; one that is
 // extended keeps it alive.
 func TestLeaseDeadlineKills(t *testing.T) {
-	const ttl = 400 * time.Millisecond
+	const ttl = time.Second // renewals come every 250 ms even on a loaded machine
 	dir := t.TempDir()
 	lease := NewLease(time.Now().Add(ttl))
 	// Renewed from the start, so a slow start under load cannot end it.
@@ -283,16 +287,16 @@ func TestStoppedWorkerLosesTree(t *testing.T) {
 	w := helper(t, detached(dir))
 	gc := grandchild(t, dir)
 	// Longer than the lease: renewals keep it; checked all along.
-	for until := time.Now().Add(600 * time.Millisecond); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+	for until := time.Now().Add(3 * helperTTL / 2); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
 		if gone(gc) {
 			t.Fatal("the tree died while the worker renewed its lease")
 		}
 	}
 	_ = w.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
-	testtool.WaitFor(t, 5*time.Second, "the detached child to be killed", func() bool { return gone(gc) })
-	if took := time.Since(stopped); took > 2*time.Second {
-		t.Errorf("killed %s after the worker stopped; the lease was 400ms", took)
+	testtool.WaitFor(t, helperTTL+5*time.Second, "the detached child to be killed", func() bool { return gone(gc) })
+	if took := time.Since(stopped); took > helperTTL+2*time.Second {
+		t.Errorf("killed %s after the worker stopped; the lease was %s", took, helperTTL)
 	}
 	quiet(t, dir)
 }
