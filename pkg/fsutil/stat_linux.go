@@ -1,30 +1,12 @@
 package fsutil
 
 import (
-	"io/fs"
 	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// StatCtimeIno returns the status-change time (ns) and inode number of
-// fi, when the system reports them.
-func StatCtimeIno(fi fs.FileInfo) (ctime int64, ino uint64, ok bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, 0, false
-	}
-	return st.Ctim.Nano(), st.Ino, true
-}
+func ctimeOf(st *syscall.Stat_t) int64 { return st.Ctim.Nano() }
 
-// SyncFS flushes the file system holding dir to stable storage with one
-// syncfs(2) call, instead of one fsync per file written.
-func SyncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
-}
+func syncFS(f *os.File) error { return unix.Syncfs(int(f.Fd())) }

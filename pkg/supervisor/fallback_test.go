@@ -49,9 +49,11 @@ func TestFallbackProcessGroup(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		fallback(t)
 		dir := t.TempDir()
-		lease := NewLease(time.Now().Add(300 * time.Millisecond))
+		lease := NewLease(time.Now().Add(time.Second))
+		stop := renewing(lease, time.Second) // until the group is up
 		p, _ := start(t, inGroup(dir), &Fence{Lease: lease}, time.Second)
 		gc := grandchild(t, dir)
+		stop()
 		select {
 		case <-p.Done():
 		case <-time.After(10 * time.Second):

@@ -74,9 +74,16 @@ func serve() int {
 	// syscall.ForkExec, not os.StartProcess: the latter's first use in a
 	// process forks a probe child (for pidfd support) that a supervisor,
 	// which starts one process in its life, would pay for every attempt.
-	pid, err := syscall.ForkExec(req.Path, req.Args, &syscall.ProcAttr{
+	path, args, env := req.Path, req.Args, req.Env
+	if signalsBlocked() {
+		// Go starts children with the signal mask the program started
+		// with; only a fresh exec from a thread with an empty mask
+		// clears it (see execUnblocked). Paid only in that case.
+		path, args, env = selfExe(), append([]string{"decree-exec-unblocked", req.Path}, req.Args...), append(env[:len(env):len(env)], envUnblock+"=1")
+	}
+	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{
 		Dir:   req.Dir,
-		Env:   req.Env,
+		Env:   env,
 		Files: []uintptr{stdinFD, stdoutFD, stderrFD},
 		Sys:   t.procAttr(),
 	})
@@ -108,9 +115,8 @@ func serve() int {
 // or under nohup (SIGHUP), unable to be interrupted. Signals delivered to
 // a channel instead are reset to their default in the child (the Go
 // runtime resets every signal it handles when it forks), so the routine
-// starts with every disposition at its default. Its signal mask is the
-// one decree was started with: Go blocks no signal in the processes it
-// starts.
+// starts with every disposition at its default. Its signal mask is
+// emptied too, when there is anything in it (see execUnblocked).
 func ignoreSignals() {
 	sink := make(chan os.Signal, 8)
 	signal.Notify(sink, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTIN, syscall.SIGTTOU)

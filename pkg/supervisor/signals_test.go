@@ -30,26 +30,31 @@ const wantProbe = "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\npipe: 1
 // Every routine starts with every signal at its default disposition and
 // none blocked, whatever the supervisor ignores for itself and whatever
 // decree inherited: started in the background by a script (SIGINT and
-// SIGQUIT ignored), under nohup (SIGHUP) or from a program that ignores
-// SIGPIPE. So `yes | head -1` ends yes by SIGPIPE (141) without a
+// SIGQUIT ignored), under nohup (SIGHUP), from a program that ignores
+// SIGPIPE or one that blocks signals. So `yes | head -1` ends yes by SIGPIPE (141) without a
 // "Broken pipe" message, and Ctrl-C reaches the routine's tools.
 func TestRoutineStartsWithDefaultSignals(t *testing.T) {
 	testtool.Require(t, "bash")
 	for _, tc := range []struct {
 		name string
-		// ignore lists the signals the worker starts with ignored.
-		ignore string
+		// launch starts the test binary as the worker.
+		launch func(t *testing.T, bin string) *exec.Cmd
 	}{
-		{"worker with default signals", ""},
-		{"worker started with signals ignored", "INT QUIT HUP PIPE TTIN TTOU TERM USR1"},
+		{"worker with default signals", func(_ *testing.T, bin string) *exec.Cmd { return exec.Command(bin) }},
+		{"worker started with signals ignored", func(_ *testing.T, bin string) *exec.Cmd {
+			return exec.Command("bash", "-c", `trap '' INT QUIT HUP PIPE TTIN TTOU TERM USR1; exec "$0"`, bin)
+		}},
+		{"worker started with signals blocked", func(t *testing.T, bin string) *exec.Cmd {
+			// bash cannot block signals; python3 can, and exec keeps the mask.
+			testtool.Require(t, "python3")
+			return exec.Command("python3", "-c", `import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGPIPE})
+os.execv(sys.argv[1], sys.argv[1:])`, bin)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd := exec.Command("bash", "-c", fmt.Sprintf(`trap '' %s; exec "$0"`, tc.ignore), os.Args[0])
-			if tc.ignore == "" {
-				cmd = exec.Command(os.Args[0])
-			}
-			startHelper(t, cmd, signalProbe(dir))
+			startHelper(t, tc.launch(t, os.Args[0]), signalProbe(dir))
 			var got []byte
 			testtool.WaitFor(t, 20*time.Second, "the routine's signal probe", func() bool {
 				var err error

@@ -72,6 +72,9 @@ const (
 )
 
 func init() {
+	if os.Getenv(envUnblock) != "" {
+		os.Exit(execUnblocked())
+	}
 	if os.Getenv(envKey) == "" {
 		return
 	}

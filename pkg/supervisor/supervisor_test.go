@@ -33,20 +33,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// helperWorker supervises `bash -c script` under a lease of 400ms that it
-// renews every 50ms, prints "ready" and waits forever.
+// helperTTL is the helper worker's lease: long enough that its renewals
+// (every quarter) keep it on a loaded machine.
+const helperTTL = time.Second
+
+// helperWorker supervises `bash -c script` under a lease of helperTTL that
+// it renews, prints "ready" and waits forever.
 func helperWorker(script string) {
 	useFallback = os.Getenv(fallbackEnv) != ""
-	lease := NewLease(time.Now().Add(400 * time.Millisecond))
+	lease := NewLease(time.Now().Add(helperTTL))
+	renewing(lease, helperTTL) // from before the start: it may be slow under load
 	p, err := Start(Spec{Path: "/bin/bash", Args: []string{"-c", script}, Env: os.Environ(), Grace: time.Second, Fence: &Fence{Lease: lease}})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
 	fmt.Println("ready", p.Pid())
-	for range time.Tick(50 * time.Millisecond) {
-		lease.Extend(time.Now().Add(400 * time.Millisecond))
-	}
+	select {}
 }
 
 // detached is a routine whose background child leaves the session
@@ -185,33 +188,52 @@ exit 3`, dir, tc.prefix)
 // A lease that is not extended kills the tree at its deadline; one that is
 // extended keeps it alive.
 func TestLeaseDeadlineKills(t *testing.T) {
+	const ttl = time.Second // renewals come every 250 ms even on a loaded machine
 	dir := t.TempDir()
-	lease := NewLease(time.Now().Add(300 * time.Millisecond))
+	lease := NewLease(time.Now().Add(ttl))
+	// Renewed from the start, so a slow start under load cannot end it.
+	stop := renewing(lease, ttl)
 	p, _ := start(t, detached(dir), &Fence{Lease: lease}, time.Second)
 	gc := grandchild(t, dir)
-	renew := time.NewTicker(100 * time.Millisecond)
-	defer renew.Stop()
-	for until := time.After(800 * time.Millisecond); until != nil; { // longer than the lease
-		select {
-		case <-p.Done():
-			t.Fatal("the tree was killed although the lease was renewed")
-		case <-renew.C:
-			lease.Extend(time.Now().Add(300 * time.Millisecond))
-		case <-until:
-			until = nil
-		}
+	select {
+	case <-p.Done():
+		t.Fatal("the tree was killed although the lease was renewed")
+	case <-time.After(2 * ttl): // longer than the lease
 	}
-	stopped := time.Now()
+	last := stop()
 	if _, err := p.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(stopped); took > 2*time.Second {
-		t.Errorf("killed %s after the last renewal; the lease was 300ms", took)
+	if took := time.Since(last); took > ttl+2*time.Second {
+		t.Errorf("killed %s after the last renewal; the lease was %s", took, ttl)
 	}
 	if !gone(gc) {
 		t.Fatalf("detached child %d survived the lease", gc)
 	}
 	quiet(t, dir)
+}
+
+// renewing extends lease to ttl from now every ttl/4 until the returned
+// stop is called, which returns the time of the last renewal.
+func renewing(lease *Lease, ttl time.Duration) (stop func() time.Time) {
+	done := make(chan struct{})
+	last := make(chan time.Time, 1)
+	go func() {
+		tick := time.NewTicker(ttl / 4)
+		defer tick.Stop()
+		at := time.Now()
+		for {
+			select {
+			case <-done:
+				last <- at
+				return
+			case <-tick.C:
+				at = time.Now()
+				lease.Extend(at.Add(ttl))
+			}
+		}
+	}()
+	return func() time.Time { close(done); return <-last }
 }
 
 // helper starts this test binary as a worker supervising script and
@@ -265,16 +287,16 @@ func TestStoppedWorkerLosesTree(t *testing.T) {
 	w := helper(t, detached(dir))
 	gc := grandchild(t, dir)
 	// Longer than the lease: renewals keep it; checked all along.
-	for until := time.Now().Add(600 * time.Millisecond); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+	for until := time.Now().Add(3 * helperTTL / 2); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
 		if gone(gc) {
 			t.Fatal("the tree died while the worker renewed its lease")
 		}
 	}
 	_ = w.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
-	testtool.WaitFor(t, 5*time.Second, "the detached child to be killed", func() bool { return gone(gc) })
-	if took := time.Since(stopped); took > 2*time.Second {
-		t.Errorf("killed %s after the worker stopped; the lease was 400ms", took)
+	testtool.WaitFor(t, helperTTL+5*time.Second, "the detached child to be killed", func() bool { return gone(gc) })
+	if took := time.Since(stopped); took > helperTTL+2*time.Second {
+		t.Errorf("killed %s after the worker stopped; the lease was %s", took, helperTTL)
 	}
 	quiet(t, dir)
 }

@@ -121,3 +121,24 @@ func procStat(pid int) (ppid int, state byte, ok bool) {
 	ppid, err = strconv.Atoi(f[1])
 	return ppid, f[0][0], err == nil
 }
+
+// signalsBlocked reports whether this thread blocks any signal, which
+// the routine would inherit.
+func signalsBlocked() bool {
+	var set unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, nil, &set); err != nil {
+		return false
+	}
+	for _, w := range set.Val {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// unblockSignals empties this thread's signal mask.
+func unblockSignals() {
+	var none unix.Sigset_t
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
+}

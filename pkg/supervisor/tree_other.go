@@ -26,3 +26,9 @@ func selfExe() string {
 	}
 	return exe
 }
+
+// signalsBlocked: the mask is not looked at here; the routine inherits
+// the one decree was started with.
+func signalsBlocked() bool { return false }
+
+func unblockSignals() {}

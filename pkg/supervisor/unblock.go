@@ -1,0 +1,31 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// envUnblock marks a process started only to clear its signal mask and
+// exec the routine (argv: name, path, the routine's argv).
+const envUnblock = "DECREE_EXEC_UNBLOCKED"
+
+// execUnblocked empties this thread's signal mask and execs the routine
+// with its environment less the marker; it returns only on failure.
+// Needed when decree was started with signals blocked: the Go runtime
+// gives every child it forks the mask the program started with.
+func execUnblocked() int {
+	runtime.LockOSThread()
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "decree: nothing to run")
+		return 127
+	}
+	unblockSignals()
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envUnblock+"=") })
+	err := syscall.Exec(os.Args[1], os.Args[2:], env)
+	fmt.Fprintf(os.Stderr, "decree: start %s: %v\n", os.Args[1], err)
+	return 127
+}
