@@ -154,10 +154,13 @@ func (c *Config) RoutineSettingsFor(name string, shared bool) RoutineSettings {
 	return reg[name]
 }
 
-// AttemptsFor returns the total number of attempts for a routine: its own
-// max_retries from the project registry, else from the shared registry,
-// else the global max_retries.
+// AttemptsFor returns the total number of attempts for a routine: the
+// length of its attempts list, else its own max_retries from the project
+// registry, else from the shared registry, else the global max_retries.
 func (c *Config) AttemptsFor(routine string) int {
+	if v := c.AttemptValuesFor(routine); len(v) > 0 {
+		return len(v)
+	}
 	if n := c.RoutineSettingsFor(routine, false).MaxRetries; n > 0 {
 		return n
 	}

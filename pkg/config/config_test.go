@@ -128,6 +128,17 @@ func TestParseKeys(t *testing.T) {
 			func(c *Config) any {
 				return []any{c.Tree.DefaultCLI, c.Tree.ValidateCLI, c.Tree.RetryCLI, c.Tree.RetryCount, c.Tree.TimeoutS, c.Tree.CLIs["MINE"], c.Tree.CLIs["CLAUDE"], c.Tree.CLIs["AIDER"] != ""}
 			}, []any{"GEMINI", "GEMINI", "GEMINI", 0, 30, "my-ai --ask <prompt>", "claude --print <prompt>", true}},
+		{"routine cost settings", "routines:\n  develop:\n    max_cost_usd: 2.5\n    attempts: [haiku, sonnet, opus]\n  other:\n    max_cost_usd: 3\n    attempts: [x]\n    max_retries: 1\n",
+			func(c *Config) any {
+				return []any{c.RoutineBudget("develop"), c.AttemptValuesFor("develop"), c.AttemptsFor("develop"), c.RoutineBudget("other"), c.AttemptsFor("other"), c.RoutineBudget("none")}
+			}, []any{2.5, []string{"haiku", "sonnet", "opus"}, 3, 3.0, 1, 0.0}},
+		{"prices", "prices:\n  GPT-5: {input: 2, output: 20}\n  my-model:\n    input: 0.5\n    cache_read: 0\n",
+			func(c *Config) any {
+				p, _ := c.PriceTable().Lookup("gpt-5-2025-08-07")
+				m, _ := c.PriceTable().Lookup("my-model")
+				s, _ := c.PriceTable().Lookup("claude-sonnet-4-5")
+				return []float64{p.Input, p.Output, m.Input, s.Input}
+			}, []float64{2, 20, 0.5, 3}},
 		{"tree validate and retry CLIs", "tree:\n  validate_cli: CURSOR\n  retry_cli: mine\n  clis:\n    mine: m <prompt>\n",
 			func(c *Config) any { return []string{c.Tree.DefaultCLI, c.Tree.ValidateCLI, c.Tree.RetryCLI} }, []string{"CLAUDE", "CURSOR", "MINE"}},
 	}
@@ -185,6 +196,13 @@ func TestParseInvalid(t *testing.T) {
 		{"tree timeout", "tree:\n  timeout_s: 0\n", []string{"tree.timeout_s: got 0, allowed: a whole number above 0"}},
 		{"tree unknown cli", "tree:\n  default_cli: chatgpt\n", []string{"config.yml:2: tree.default_cli: got chatgpt, allowed: AIDER, CLAUDE, COPILOT, CURSOR, GEMINI, QODO"}},
 		{"tree template without prompt", "tree:\n  clis:\n    X: run-it\n", []string{"config.yml:3: tree.clis.X: got run-it, allowed: a command line containing <prompt>"}},
+		{"budget zero", "routines:\n  d:\n    max_cost_usd: 0\n", []string{"config.yml:3: routines.d.max_cost_usd: got 0, allowed: an amount of US dollars above 0"}},
+		{"budget text", "routines:\n  d:\n    max_cost_usd: lots\n", []string{"routines.d.max_cost_usd: got lots"}},
+		{"attempts not a list", "routines:\n  d:\n    attempts: opus\n", []string{"config.yml:3: routines.d.attempts: got opus, allowed: a list of one value per attempt"}},
+		{"attempts empty", "routines:\n  d:\n    attempts: []\n", []string{"routines.d.attempts: got a list, allowed: a list of one value per attempt"}},
+		{"attempts with a comma", "routines:\n  d:\n    attempts: [\"a,b\"]\n", []string{"routines.d.attempts: got \"a,b\", allowed: values without commas"}},
+		{"attempts against max_retries", "routines:\n  d:\n    attempts: [a, b]\n    max_retries: 3\n", []string{"config.yml:4: routines.d.max_retries: got 3, allowed: nothing, or the length of routines.d.attempts (2)"}},
+		{"negative price", "prices:\n  m:\n    input: -1\n", []string{"config.yml:3: prices.m.input: got -1, allowed: US dollars per million tokens"}},
 		{"duplicate key", "max_depth: 3\nmax_depth: 4\n", []string{"config.yml:2: max_depth: given twice (also on line 1)"}},
 		{"root is a list", "- a\n", []string{"config.yml:1: config: got a list"}},
 		{"invalid YAML", "a: b: c\n", []string{"config.yml:1: invalid YAML"}},

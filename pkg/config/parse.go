@@ -22,12 +22,12 @@ type parser struct {
 
 var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "max_log_bytes", "default_routine", "notebook_support",
 	"notebook_engine", "on_migration_failure", "migrations_dir", "routine_source", "time_zone", "hooks",
-	"routines", "shared_routines", "tree", "usage_limit"}
+	"routines", "shared_routines", "tree", "usage_limit", "prices"}
 
 var (
 	commandKeys = []string{"router", "ai_interactive"}
 	hookKeys    = []string{"beforeAll", "afterAll", "beforeEach", "afterEach", "onDeadLetter"}
-	entryKeys   = []string{"enabled", "deprecated", "max_retries", "max_attempts", "timeout_s", "requires"}
+	entryKeys   = []string{"enabled", "deprecated", "max_retries", "max_attempts", "timeout_s", "requires", "max_cost_usd", "attempts"}
 	treeKeys    = []string{"default_cli", "validate_cli", "retry_cli", "retry_count", "timeout_s", "clis"}
 )
 
@@ -157,6 +157,8 @@ func (p *parser) parse(data []byte) {
 			p.tree(v)
 		case "usage_limit":
 			p.usageLimit(v)
+		case "prices":
+			p.prices(v)
 		}
 	})
 	p.checkAlias(retries, attempts, "max_retries", "max_attempts")
@@ -262,9 +264,16 @@ func (p *parser) entry(n *yaml.Node, where string) RoutineSettings {
 				}
 				s.Requires[label] = val
 			})
+		case "max_cost_usd":
+			if f, ok := p.dollars(v, full); ok {
+				s.MaxCostUSD = f
+			}
+		case "attempts":
+			s.Attempts = p.attemptValues(v, full)
 		}
 	})
 	p.checkAlias(retries, attempts, where+".max_retries", where+".max_attempts")
+	p.checkAttempts(s, retries, attempts, where)
 	return s
 }
 

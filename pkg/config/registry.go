@@ -424,6 +424,20 @@ func mergeEntry(existing *yaml.Node, s RoutineSettings) *yaml.Node {
 	} else {
 		del("requires")
 	}
+	if s.MaxCostUSD > 0 {
+		set("max_cost_usd", &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatFloat(s.MaxCostUSD, 'f', -1, 64)})
+	} else {
+		del("max_cost_usd")
+	}
+	if len(s.Attempts) > 0 {
+		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+		for _, v := range s.Attempts {
+			seq.Content = append(seq.Content, strNode(v))
+		}
+		set("attempts", seq)
+	} else {
+		del("attempts")
+	}
 	return m
 }
 

@@ -223,3 +223,31 @@ func TestWriteRegistryOddFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteRegistryCostSettings: rewriting the registry keeps a routine's
+// budget and attempts list, and reads back as written.
+func TestWriteRegistryCostSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yml")
+	in := "routines:\n  develop:\n    max_cost_usd: 2.5\n    attempts: [haiku, sonnet, opus]\n"
+	if err := os.WriteFile(path, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Routines["develop"]
+	s.Enabled = on()
+	want := map[string]RoutineSettings{"develop": s, "new": {Enabled: on(), MaxCostUSD: 1, Attempts: []string{"a"}}}
+	if err := WriteRegistry(path, want, nil); err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Routines, want) {
+		out, _ := os.ReadFile(path)
+		t.Errorf("read back %+v, want %+v\n%s", back.Routines, want, out)
+	}
+}

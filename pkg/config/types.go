@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/decreehq/decree/pkg/usage"
+)
 
 // Config is the parsed form of .decree/config.yml. Zero values are never
 // seen by callers: Load fills every default (see Default).
@@ -46,6 +50,9 @@ type Config struct {
 	Tree TreeSettings `yaml:"tree"`
 	// UsageLimit configures waiting out an AI tool's usage limit.
 	UsageLimit UsageLimitSettings `yaml:"usage_limit"`
+	// Prices override or add to the price table (usage.DefaultPrices)
+	// that prices AI calls reporting tokens but no cost.
+	Prices usage.Prices `yaml:"prices"`
 }
 
 // UsageLimitSettings configure usage-limit waits: after a failed attempt
@@ -97,6 +104,13 @@ type RoutineSettings struct {
 	// Requires lists worker labels (key=value) a worker must carry to run
 	// this routine.
 	Requires map[string]string `yaml:"requires,omitempty"`
+	// MaxCostUSD caps what one message may cost with this routine, all
+	// attempts together (0: no cap); see cost.go.
+	MaxCostUSD float64 `yaml:"max_cost_usd,omitempty"`
+	// Attempts are per-attempt values (a model name, a tool): attempt N
+	// gets the Nth as DECREE_ATTEMPT_VALUE. Its length is the number of
+	// attempts.
+	Attempts []string `yaml:"attempts,omitempty"`
 }
 
 // IsEnabled reports the effective enabled state: an absent key counts as
