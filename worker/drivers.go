@@ -93,7 +93,7 @@ func runRoutine(ctx context.Context, o ExecOptions, plugins *plugin.Pool, a *dec
 	}
 	var env []string
 	for _, k := range sortedKeys(a.GetEnv()) {
-		env = append(env, k+"="+a.GetEnv()[k])
+		env = append(env, k+"="+workspaceEnv(ws, k, a.GetEnv()[k]))
 	}
 	h, err := d.Start(ctx, driver.TaskConfig{
 		Routine:        r.GetName(),
@@ -193,4 +193,20 @@ func routineFile(ws string, r *decreev1.RoutineRef) (string, error) {
 		return "", fmt.Errorf("routine %s: %w", r.GetName(), err)
 	}
 	return full, nil
+}
+
+// workspacePathEnv are assignment variables holding a path relative to
+// the workspace (the usage file in the run directory): the routine gets
+// it absolute, so it may change directory and still write there.
+var workspacePathEnv = map[string]bool{"DECREE_USAGE_FILE": true}
+
+// workspaceEnv returns the value of assignment variable k for the routine.
+func workspaceEnv(ws, k, v string) string {
+	if !workspacePathEnv[k] || v == "" || filepath.IsAbs(v) {
+		return v
+	}
+	if abs, err := fsutil.ConfinedJoin(ws, v); err == nil {
+		return abs
+	}
+	return v
 }

@@ -17,6 +17,7 @@
 //	                    -> reverting(last attempt) -> running(max)
 //	                    -> reverting(exhausted) -> dead(RetriesExhausted)
 //	finished(n, limited) -> running(n+1), max+1     (after the reset)
+//	finished(n, over budget) -> reverting(budget) -> dead(BudgetExceeded)
 //	any state before done -> dead(reason)           (refused, cancelled, ...)
 //
 // An interrupted attempt (the controller shut down: Ctrl-C, SIGTERM) is not
@@ -24,7 +25,10 @@
 // (Base) and runs the same attempt again; it never counts against Max.
 // A usage limit recorded with an attempt's end (End with a Limit) does not
 // count either: the same write raises Max by one and records the wait, so
-// no crash can separate the failure from its extension. A cancel request
+// no crash can separate the failure from its extension. An attempt that
+// ended with the message's cost over its budget (End with OverBudget)
+// fails whatever its exit code, and no attempt follows: the tree is
+// reverted and the message dead-lettered (BudgetExceeded). A cancel request
 // is recorded (RequestCancel) before anything acts on it, and Next then
 // plans the cancellation from whatever state the message is in.
 //
@@ -79,6 +83,7 @@ const (
 	CheckpointFailed   Reason = "CheckpointFailed"
 	RevertFailed       Reason = "RevertFailed"
 	Cancelled          Reason = "Cancelled"
+	BudgetExceeded     Reason = "BudgetExceeded"
 )
 
 // RevertCause says why the tree is being reverted.
@@ -89,6 +94,7 @@ const (
 	BeforeLastAttempt RevertCause = "before-last-attempt" // then attempt Max runs
 	AfterExhausted    RevertCause = "exhausted"           // then dead: RetriesExhausted
 	ForCancel         RevertCause = "cancel"              // then dead: Cancelled
+	ForBudget         RevertCause = "budget"              // then dead: BudgetExceeded
 )
 
 // Limit is a usage limit an attempt's AI tool hit: the message waits until
@@ -112,6 +118,9 @@ type Result struct {
 	// than MaxWaits waits.
 	Limit    *Limit
 	MaxWaits int
+	// OverBudget: the message's cost went over its budget during the
+	// attempt. The attempt fails and no other follows.
+	OverBudget bool
 }
 
 // Msg is one message's state: the single value the loop carries and
@@ -147,6 +156,9 @@ type Msg struct {
 	// Reverted is set in Done when the message's change was undone on
 	// request (Undo).
 	Reverted bool `json:"reverted,omitempty"`
+	// OverBudget is set in Finished when the attempt ended over the
+	// message's budget; it stays through Reverting and Dead.
+	OverBudget bool `json:"over_budget,omitempty"`
 }
 
 // ErrTransition is wrapped by every refused transition.
@@ -207,7 +219,7 @@ func Start(m Msg, n int) (Msg, error) {
 	case Checkpointed:
 		ok = ok && n == 1
 	case Finished:
-		ok = ok && !m.OK && n < m.Max
+		ok = ok && !m.OK && n < m.Max && !m.OverBudget
 		if m.Limit == nil || m.Limit.Attempt != m.Attempt {
 			base = m.Attempt // the tree as the failed attempt left it
 		}
@@ -230,7 +242,10 @@ func Finish(m Msg, n int, ok bool) (Msg, error) { return End(m, n, Result{OK: ok
 // limit (r.Limit, while Waits < r.MaxWaits) does not count: Max rises by
 // one in the same step, and the limit is kept for the wait.
 func End(m Msg, n int, r Result) (Msg, error) {
-	if m.State == Finished && m.Attempt == n && m.OK == r.OK {
+	if r.OverBudget {
+		r.OK, r.Limit = false, nil
+	}
+	if m.State == Finished && m.Attempt == n && m.OK == r.OK && m.OverBudget == r.OverBudget {
 		return m, nil
 	}
 	if (m.State != Running && m.State != Interrupted) || m.Attempt != n {
@@ -239,7 +254,7 @@ func End(m Msg, n int, r Result) (Msg, error) {
 	if m.State == Interrupted && r.OK {
 		return m, refuse(m, "finish an interrupted attempt as a success")
 	}
-	m.State, m.OK, m.Collected, m.Blocked = Finished, r.OK, false, r.Blocked && !r.OK
+	m.State, m.OK, m.Collected, m.Blocked, m.OverBudget = Finished, r.OK, false, r.Blocked && !r.OK, r.OverBudget
 	if !r.OK && r.Limit != nil && m.Waits < r.MaxWaits {
 		l := *r.Limit
 		l.Attempt = n
@@ -313,9 +328,11 @@ func Revert(m Msg, why RevertCause) (Msg, error) {
 	ok := false
 	switch why {
 	case BeforeLastAttempt:
-		ok = m.State == Finished && !m.OK && m.Max > 1 && m.Attempt == m.Max-1
+		ok = m.State == Finished && !m.OK && m.Max > 1 && m.Attempt == m.Max-1 && !m.OverBudget
 	case AfterExhausted:
-		ok = m.State == Finished && !m.OK && m.Attempt >= m.Max
+		ok = m.State == Finished && !m.OK && m.Attempt >= m.Max && !m.OverBudget
+	case ForBudget:
+		ok = m.State == Finished && m.OverBudget
 	case ForCancel:
 		ok = !m.Final() && m.State != Queued && m.State != Claimed
 	}

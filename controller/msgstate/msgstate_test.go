@@ -21,6 +21,7 @@ func collected(m *Msg) { m.Collected = true }
 func why(c RevertCause) func(*Msg) {
 	return func(m *Msg) { m.Why = c }
 }
+func over(m *Msg) { m.OverBudget = true }
 func reason(r Reason) func(*Msg) {
 	return func(m *Msg) { m.Reason = r }
 }
@@ -90,6 +91,15 @@ func TestTransitions(t *testing.T) {
 		{"kill queued", New("2026010100000000-0"), func(m Msg) (Msg, error) { return Kill(m, MaxDepthExceeded) }, Msg{ID: "2026010100000000-0", State: Dead, Reason: MaxDepthExceeded}, false},
 		{"kill finished without revert", at(Finished, 3, 3), func(m Msg) (Msg, error) { return Kill(m, RetriesExhausted) }, Msg{}, true},
 		{"kill after failed revert", at(Finished, 3, 3), func(m Msg) (Msg, error) { return Kill(m, RevertFailed) }, at(Dead, 3, 3, reason(RevertFailed)), false},
+		{"over budget ends the attempt failed", at(Running, 1, 3), func(m Msg) (Msg, error) { return End(m, 1, Result{OK: true, OverBudget: true}) }, at(Finished, 1, 3, over), false},
+		{"over budget ignores a usage limit", at(Running, 1, 3), func(m Msg) (Msg, error) { return End(m, 1, Result{OverBudget: true, Limit: &lim, MaxWaits: 20}) }, at(Finished, 1, 3, over), false},
+		{"no attempt after over budget", at(Finished, 1, 3, over), func(m Msg) (Msg, error) { return Start(m, 2) }, Msg{}, true},
+		{"no revert before last after over budget", at(Finished, 2, 3, over), func(m Msg) (Msg, error) { return Revert(m, BeforeLastAttempt) }, Msg{}, true},
+		{"revert for budget", at(Finished, 1, 3, over), func(m Msg) (Msg, error) { return Revert(m, ForBudget) }, at(Reverting, 1, 3, over, why(ForBudget)), false},
+		{"revert for budget when within it", at(Finished, 1, 3), func(m Msg) (Msg, error) { return Revert(m, ForBudget) }, Msg{}, true},
+		{"no exhaustion revert when over budget", at(Finished, 3, 3, over), func(m Msg) (Msg, error) { return Revert(m, AfterExhausted) }, Msg{}, true},
+		{"kill over budget after revert", at(Reverting, 1, 3, over, why(ForBudget)), func(m Msg) (Msg, error) { return Kill(m, BudgetExceeded) }, at(Dead, 1, 3, over, why(ForBudget), reason(BudgetExceeded)), false},
+		{"kill over budget without revert", at(Finished, 1, 3, over), func(m Msg) (Msg, error) { return Kill(m, BudgetExceeded) }, Msg{}, true},
 		{"kill done", at(Done, 1, 3, ok, collected), func(m Msg) (Msg, error) { return Kill(m, Cancelled) }, Msg{}, true},
 		{"kill dead for another reason", at(Dead, 0, 3, reason(Cancelled)), func(m Msg) (Msg, error) { return Kill(m, RetriesExhausted) }, Msg{}, true},
 	}
@@ -143,6 +153,11 @@ func TestNext(t *testing.T) {
 		{at(Running, 1, 3, func(m *Msg) { m.Cancel = "x" }), StepCancel},
 		{at(Claimed, 0, 3, func(m *Msg) { m.Cancel = "x" }), StepCancel},
 		{at(Done, 1, 3, func(m *Msg) { m.Cancel = "x" }), StepNone},
+		{at(Finished, 1, 3, over), StepBudget},
+		{at(Finished, 3, 3, over), StepBudget},
+		{at(Finished, 2, 3, over), StepBudget},
+		{at(Reverting, 1, 3, over, why(ForBudget)), StepBudget},
+		{at(Finished, 1, 3, over, func(m *Msg) { m.Cancel = "x" }), StepCancel},
 		{at(Done, 1, 3), StepNone},
 		{at(Dead, 1, 3), StepNone},
 	}
@@ -160,12 +175,15 @@ func TestWholeLives(t *testing.T) {
 		name    string
 		max     int
 		results []bool // attempt outcomes
+		over    int    // the attempt that ends over budget (0: none)
 		want    Msg
 	}{
-		{"first attempt succeeds", 3, []bool{true}, Msg{State: Done, Max: 3, Attempt: 1, OK: true, Collected: true}},
-		{"third attempt succeeds", 3, []bool{false, false, true}, Msg{State: Done, Max: 3, Attempt: 3, OK: true, Collected: true}},
-		{"all fail", 3, []bool{false, false, false}, Msg{State: Dead, Max: 3, Attempt: 3, Why: AfterExhausted, Reason: RetriesExhausted}},
-		{"one attempt fails", 1, []bool{false}, Msg{State: Dead, Max: 1, Attempt: 1, Why: AfterExhausted, Reason: RetriesExhausted}},
+		{"first attempt succeeds", 3, []bool{true}, 0, Msg{State: Done, Max: 3, Attempt: 1, OK: true, Collected: true}},
+		{"third attempt succeeds", 3, []bool{false, false, true}, 0, Msg{State: Done, Max: 3, Attempt: 3, OK: true, Collected: true}},
+		{"all fail", 3, []bool{false, false, false}, 0, Msg{State: Dead, Max: 3, Attempt: 3, Why: AfterExhausted, Reason: RetriesExhausted}},
+		{"one attempt fails", 1, []bool{false}, 0, Msg{State: Dead, Max: 1, Attempt: 1, Why: AfterExhausted, Reason: RetriesExhausted}},
+		{"a budget stops the message mid-retries", 3, []bool{false, false, true}, 2, Msg{State: Dead, Max: 3, Attempt: 2, Base: 1, Why: ForBudget, Reason: BudgetExceeded, OverBudget: true}},
+		{"a successful attempt over budget is dead too", 3, []bool{true}, 1, Msg{State: Dead, Max: 3, Attempt: 1, Why: ForBudget, Reason: BudgetExceeded, OverBudget: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := New("")
@@ -184,7 +202,12 @@ func TestWholeLives(t *testing.T) {
 						if err != nil {
 							return m2, err
 						}
-						return Finish(m2, m2.Attempt, tc.results[m2.Attempt-1])
+						return End(m2, m2.Attempt, Result{OK: tc.results[m2.Attempt-1], OverBudget: m2.Attempt == tc.over})
+					case StepBudget:
+						if m.State == Reverting {
+							return Kill(m, BudgetExceeded)
+						}
+						return Revert(m, ForBudget)
 					case StepRevertLast:
 						if m.State == Reverting {
 							m2, err := Start(m, m.Attempt+1)

@@ -16,6 +16,7 @@ const (
 	StepRevert     Step = "revert"      // revert the tree (again: reverting is idempotent)
 	StepRevertLast Step = "revert-last" // revert before the last attempt
 	StepExhausted  Step = "exhausted"   // revert, then dead-letter RetriesExhausted
+	StepBudget     Step = "budget"      // over budget: revert, then dead-letter BudgetExceeded
 	StepNone       Step = "none"        // final
 )
 
@@ -38,6 +39,8 @@ func Next(m Msg) Step {
 		return StepResume
 	case Finished:
 		switch {
+		case m.OverBudget:
+			return StepBudget
 		case m.OK && !m.Collected:
 			return StepCollect
 		case m.OK:
@@ -51,6 +54,9 @@ func Next(m Msg) Step {
 	case Reverting:
 		if m.Why == BeforeLastAttempt {
 			return StepRevertLast // repeat the revert, then the last attempt
+		}
+		if m.Why == ForBudget {
+			return StepBudget // repeat the revert, then dead-letter
 		}
 		return StepRevert
 	}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -168,6 +169,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n, max int) (*de
 		Env: map[string]string{"DECREE_ATTEMPT": strconv.Itoa(n), "DECREE_MAX_ATTEMPTS": strconv.Itoa(max), "DECREE_MAX_RETRIES": strconv.Itoa(max)},
 	}
 	resumeEnv(run.Machine(), n, a.Env)
+	p.costs().env(m, n, max, a.Env)
 	if settings.TimeoutS > 0 {
 		a.Timeout = time.Duration(settings.TimeoutS) * time.Second
 	}
@@ -184,7 +186,11 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n, max int) (*de
 	need := routineNeeds(cfg, rt)
 	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
 	need.InPlace = rs.inPlace
-	res, err := p.dispatch(ctx, a, need)
+	dctx, overBudget := p.costs().watch(ctx, m, n, rs.inPlace)
+	res, err := p.dispatch(dctx, a, need)
+	if why := overBudget(); why != "" && err != nil && ctx.Err() == nil {
+		err = errors.New(why)
+	}
 	stopWatch()
 	if aerr := p.applyReplica(ctx, rs, &e, run, res); aerr != nil && err == nil {
 		return nil, res.WorkerID, aerr

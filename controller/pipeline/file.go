@@ -57,6 +57,7 @@ func (p *Pipeline) file(ctx context.Context, m *msg) error {
 	if _, err := os.Lstat(filepath.Join(st.Dir(), layout.Inbox, e.File)); err == nil {
 		inInbox = true
 	}
+	p.settleUsage(m)
 	switch v.State {
 	case msgstate.Done:
 		if inInbox {
@@ -87,7 +88,7 @@ func (p *Pipeline) file(ctx context.Context, m *msg) error {
 		}
 		p.finishRun(run, outcome)
 		p.emit(ctx, &events.Event{Kind: events.MessageDead, MessageID: e.ID, Chain: e.Chain, Text: note.Reason + ": " + firstLine(note.Detail)})
-		if inInbox && v.Reason == msgstate.RetriesExhausted && !v.Blocked && m.cfg != nil {
+		if inInbox && (v.Reason == msgstate.RetriesExhausted || v.Reason == msgstate.BudgetExceeded) && !v.Blocked && m.cfg != nil {
 			s := run.State()
 			p.runMessageHook(ctx, m.cfg, e, run, "onDeadLetter", len(s.Attempts), s.ExitCode, false)
 		}
@@ -106,6 +107,8 @@ func (p *Pipeline) deadNote(m *msg, v msgstate.Msg) *store.DeadNote {
 	case msgstate.RetriesExhausted:
 		note.Detail = fmt.Sprintf("All %d attempt(s) of routine %s failed; the tree was reverted to the checkpoint. Logs and diffs of every attempt are in .decree/runs/%s/.\n\n%s",
 			len(s.Attempts), s.Routine, m.e.ID, attemptSummary(s))
+	case msgstate.BudgetExceeded:
+		note.Detail = budgetNote(m.e.ID, s)
 	case msgstate.Cancelled:
 		note.Detail = v.Cancel + "\nThe tree was reverted to the checkpoint; requeue the message to run it again."
 	default:

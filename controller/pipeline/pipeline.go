@@ -141,7 +141,7 @@ func New(d Deps) *Pipeline {
 		d.Poll = time.Second
 	}
 	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}}
-	p.stages = []attemptStage{p.newPreCheckStage(), p.newUsageLimitStage()}
+	p.stages = []attemptStage{p.newPreCheckStage(), p.newUsageLimitStage(), p.newUsageStage()}
 	if !d.Paused {
 		p.Resume()
 	}

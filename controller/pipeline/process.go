@@ -159,6 +159,8 @@ func (p *Pipeline) perform(ctx, runCtx context.Context, m *msg, v msgstate.Msg, 
 		return p.complete(ctx, m)
 	case msgstate.StepExhausted, msgstate.StepRevert:
 		return p.exhausted(ctx, m)
+	case msgstate.StepBudget:
+		return p.overBudget(ctx, m)
 	case msgstate.StepNone:
 		// Recorded as final, but not filed yet (the controller stopped
 		// between the record and the move, or before run.json).

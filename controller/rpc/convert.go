@@ -112,8 +112,9 @@ func runRecordProto(rec store.RunRecord) *decreev1.RunInfo {
 	for _, a := range rec.AttemptDetails {
 		out.AttemptDetails = append(out.AttemptDetails, &decreev1.AttemptInfo{
 			Attempt: int32(a.Attempt), ExitCode: int32(a.ExitCode), Error: a.Error,
-			StartTime: ts(a.Start), EndTime: ts(a.End), WorkerId: a.WorkerID, LogName: a.LogName,
+			StartTime: ts(a.Start), EndTime: ts(a.End), WorkerId: a.WorkerID, LogName: a.LogName, Usage: usageProto(a.Usage),
 		})
 	}
+	out.Usage, out.MaxCostUsd = usageProto(rec.Usage), rec.MaxCostUSD
 	return out
 }

@@ -114,6 +114,9 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 			resp.WorkersConnected++
 		}
 	}
+	if u, ok := s.d.Pipeline.RunningUsage(); ok && resp.Running != nil {
+		resp.RunningUsage = usageProto(&u)
+	}
 	if id, until, notice, ok := s.d.Pipeline.UsageLimitWait(); ok {
 		resp.UsageLimitWait = &decreev1.UsageLimitWait{MessageId: id, Until: timestamppb.New(until), Notice: notice}
 	}

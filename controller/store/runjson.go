@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/pkg/layout"
+	"github.com/decreehq/decree/pkg/usage"
 )
 
 // RunRecord is run.json, written after every completed run (success,
@@ -36,6 +37,10 @@ type RunRecord struct {
 	TimeZone       string          `json:"time_zone"`
 	AttemptDetails []AttemptRecord `json:"attempt_details"`
 	Artifacts      []string        `json:"artifacts"`
+	// Usage is what the run's AI calls cost, all attempts together;
+	// omitted when none was recorded. MaxCostUSD is the budget it had.
+	Usage      *usage.Totals `json:"usage,omitempty"`
+	MaxCostUSD float64       `json:"max_cost_usd,omitempty"`
 }
 
 // AttemptRecord is one attempt in run.json.
@@ -47,6 +52,8 @@ type AttemptRecord struct {
 	End      string `json:"end,omitempty"`
 	WorkerID string `json:"worker_id,omitempty"`
 	LogName  string `json:"log_name"`
+	// Usage is what the attempt's AI calls cost.
+	Usage *usage.Totals `json:"usage,omitempty"`
 }
 
 func fmtTime(t time.Time, loc *time.Location) string {
@@ -88,9 +95,10 @@ func (r *Run) Record() RunRecord {
 		rec.AttemptDetails = append(rec.AttemptDetails, AttemptRecord{
 			Attempt: a.N, ExitCode: a.ExitCode, Error: a.Error,
 			Start: fmtTime(a.Start, loc), End: fmtTime(a.End, loc),
-			WorkerID: a.WorkerID, LogName: a.LogName,
+			WorkerID: a.WorkerID, LogName: a.LogName, Usage: a.Usage,
 		})
 	}
+	rec.Usage, rec.MaxCostUSD = st.Usage, st.MaxCostUSD
 	rec.Artifacts, _ = r.Artifacts()
 	if !slices.Contains(rec.Artifacts, layout.RunFile) {
 		rec.Artifacts = append(rec.Artifacts, layout.RunFile)

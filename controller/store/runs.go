@@ -17,6 +17,7 @@ import (
 	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
+	"github.com/decreehq/decree/pkg/usage"
 )
 
 // Attempt status values in state.json.
@@ -114,6 +115,10 @@ type RunState struct {
 	// ("running(1) -> finished(1, failed)"), so that a refused step can
 	// say how the message got where it is.
 	History []string `json:"history,omitempty"`
+	// Usage is what the message's AI calls cost so far, all attempts
+	// together (usage.go); MaxCostUSD the budget that applies (0: none).
+	Usage      *usage.Totals `json:"usage,omitempty"`
+	MaxCostUSD float64       `json:"max_cost_usd,omitempty"`
 }
 
 // AttemptState is one attempt in state.json.
@@ -126,6 +131,8 @@ type AttemptState struct {
 	End      time.Time `json:"end,omitzero"`
 	WorkerID string    `json:"worker_id,omitempty"`
 	LogName  string    `json:"log_name"`
+	// Usage is what the attempt's AI calls cost (its usage file).
+	Usage *usage.Totals `json:"usage,omitempty"`
 }
 
 // RunStart describes a message whose processing begins.
@@ -545,6 +552,8 @@ func describe(m msgstate.Msg) string {
 			how = "ok, collected"
 		case m.OK:
 			how = "ok"
+		case m.OverBudget:
+			how = "over budget"
 		case m.Limit != nil && m.Limit.Attempt == m.Attempt:
 			how = "usage limit"
 		case m.Blocked:

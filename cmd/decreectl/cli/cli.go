@@ -156,6 +156,8 @@ func newRoot(g *globals) *cobra.Command {
 		newCronCmd(g),
 		newDaemonCmd(g),
 		newTreeCmd(g),
+		newUsageCmd(g),
+		newCostCmd(g),
 	)
 	return root
 }

@@ -48,6 +48,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 				if r.GetRoutine() == "" { // an older controller, or the routine is still being chosen
 					running = fmt.Sprintf("%s (attempt %d)", r.GetId(), r.GetAttempts())
 				}
+				if u := st.GetRunningUsage(); u != nil && u.GetCalls() > 0 {
+					running += ", " + costText(u, 0) + " so far"
+				}
 			}
 			fmt.Fprintf(g.stdout, "project     %s\n", st.GetProjectDir())
 			fmt.Fprintf(g.stdout, "running     %s\n", running)
@@ -83,11 +86,11 @@ func newRunsCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.printJSON(resp)
 			}
-			w := g.table("ID", "ROUTINE", "OUTCOME", "ATTEMPTS", "EXIT", "STARTED", "DURATION", "MIGRATION")
+			w := g.table("ID", "ROUTINE", "OUTCOME", "ATTEMPTS", "EXIT", "STARTED", "DURATION", "MIGRATION", "COST")
 			for _, r := range resp.GetRuns() {
 				outcome := strings.ToLower(strings.TrimPrefix(r.GetOutcome().String(), "RUN_OUTCOME_"))
 				row(w, r.GetMessageId(), r.GetRoutine(), outcome, fmt.Sprintf("%d/%d", r.GetAttempts(), r.GetMaxAttempts()),
-					r.GetExitCode(), when(r.GetStartTime()), r.GetDuration().AsDuration().Round(1e6), orDash(r.GetMigration()))
+					r.GetExitCode(), when(r.GetStartTime()), r.GetDuration().AsDuration().Round(1e6), orDash(r.GetMigration()), costText(r.GetUsage(), r.GetMaxCostUsd()))
 			}
 			return w.Flush()
 		}),

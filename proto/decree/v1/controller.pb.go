@@ -2655,7 +2655,9 @@ type GetStatusResponse struct {
 	Problems []string `protobuf:"bytes,12,rep,name=problems,proto3" json:"problems,omitempty"`
 	// Queued messages whose last attempt was interrupted (Attempts is its
 	// number), oldest first.
-	Interrupted   []*MessageInfo `protobuf:"bytes,13,rep,name=interrupted,proto3" json:"interrupted,omitempty"`
+	Interrupted []*MessageInfo `protobuf:"bytes,13,rep,name=interrupted,proto3" json:"interrupted,omitempty"`
+	// What the running message's AI calls cost so far (all its attempts).
+	RunningUsage  *Usage `protobuf:"bytes,20,opt,name=running_usage,json=runningUsage,proto3" json:"running_usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2777,6 +2779,13 @@ func (x *GetStatusResponse) GetProblems() []string {
 func (x *GetStatusResponse) GetInterrupted() []*MessageInfo {
 	if x != nil {
 		return x.Interrupted
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetRunningUsage() *Usage {
+	if x != nil {
+		return x.RunningUsage
 	}
 	return nil
 }
@@ -3245,7 +3254,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\x82\x04\n" +
+	"\x10GetStatusRequest\"\xb9\x04\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -3261,7 +3270,8 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	" \x01(\bR\x06daemon\x12C\n" +
 	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait\x12\x1a\n" +
 	"\bproblems\x18\f \x03(\tR\bproblems\x128\n" +
-	"\vinterrupted\x18\r \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted\"\x82\x01\n" +
+	"\vinterrupted\x18\r \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted\x125\n" +
+	"\rrunning_usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\frunningUsage\"\x82\x01\n" +
 	"\x14CheckRoutinesRequest\x12\x1a\n" +
 	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
 	"\vall_enabled\x18\x02 \x01(\bR\n" +
@@ -3381,6 +3391,7 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*RoutineInfo)(nil),                 // 57: decree.v1.RoutineInfo
 	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
 	(*UsageLimitWait)(nil),              // 59: decree.v1.UsageLimitWait
+	(*Usage)(nil),                       // 60: decree.v1.Usage
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
 	50, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
@@ -3412,57 +3423,58 @@ var file_decree_v1_controller_proto_depIdxs = []int32{
 	51, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
 	59, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
 	51, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
-	45, // 29: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	58, // 30: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 31: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 32: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
-	4,  // 33: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	7,  // 34: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	10, // 35: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	12, // 36: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	14, // 37: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	16, // 38: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	18, // 39: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
-	20, // 40: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	22, // 41: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	24, // 42: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	26, // 43: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	28, // 44: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	30, // 45: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	32, // 46: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	34, // 47: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	36, // 48: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	39, // 49: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	42, // 50: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	44, // 51: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	47, // 52: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	1,  // 53: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	3,  // 54: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
-	6,  // 55: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	9,  // 56: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	11, // 57: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	13, // 58: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	15, // 59: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	17, // 60: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	19, // 61: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
-	21, // 62: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	23, // 63: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	25, // 64: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	27, // 65: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	29, // 66: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	31, // 67: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	33, // 68: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	35, // 69: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	38, // 70: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	41, // 71: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	43, // 72: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	46, // 73: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	48, // 74: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	53, // [53:75] is the sub-list for method output_type
-	31, // [31:53] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	60, // 29: decree.v1.GetStatusResponse.running_usage:type_name -> decree.v1.Usage
+	45, // 30: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	58, // 31: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 32: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 33: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
+	4,  // 34: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	7,  // 35: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	10, // 36: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	12, // 37: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	14, // 38: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	16, // 39: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	18, // 40: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
+	20, // 41: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	22, // 42: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	24, // 43: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	26, // 44: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	28, // 45: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	30, // 46: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	32, // 47: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	34, // 48: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	36, // 49: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	39, // 50: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	42, // 51: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	44, // 52: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	47, // 53: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	1,  // 54: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	3,  // 55: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
+	6,  // 56: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	9,  // 57: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	11, // 58: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	13, // 59: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	15, // 60: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	17, // 61: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	19, // 62: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
+	21, // 63: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	23, // 64: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	25, // 65: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	27, // 66: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	29, // 67: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	31, // 68: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	33, // 69: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	35, // 70: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	38, // 71: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	41, // 72: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	43, // 73: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	46, // 74: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	48, // 75: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	54, // [54:76] is the sub-list for method output_type
+	32, // [32:54] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }

@@ -575,7 +575,10 @@ type AttemptInfo struct {
 	// The log file name in the run directory: routine.log for attempt 1, then
 	// routine.try-002.log, routine.try-003.log, ... (names that sort in
 	// attempt order).
-	LogName       string `protobuf:"bytes,7,opt,name=log_name,json=logName,proto3" json:"log_name,omitempty"`
+	LogName string `protobuf:"bytes,7,opt,name=log_name,json=logName,proto3" json:"log_name,omitempty"`
+	// What the attempt's AI calls cost (its usage file); unset when it
+	// recorded none.
+	Usage         *Usage `protobuf:"bytes,20,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -659,6 +662,134 @@ func (x *AttemptInfo) GetLogName() string {
 	return ""
 }
 
+func (x *AttemptInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// Usage is what AI calls cost, from the usage files routines write
+// (DECREE_USAGE_FILE): run.json's "usage" objects.
+type Usage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cost in US dollars, reported by the tools and estimated from the price
+	// table.
+	CostUsd float64 `protobuf:"fixed64,1,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	// The part of cost_usd estimated from the price table.
+	EstimatedCostUsd float64 `protobuf:"fixed64,2,opt,name=estimated_cost_usd,json=estimatedCostUsd,proto3" json:"estimated_cost_usd,omitempty"`
+	// Input tokens not read from a cache.
+	InputTokens int64 `protobuf:"varint,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	// Output tokens (thinking included).
+	OutputTokens int64 `protobuf:"varint,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Input tokens read from a prompt cache.
+	CacheReadTokens int64 `protobuf:"varint,5,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
+	// Input tokens written to a prompt cache.
+	CacheWriteTokens int64 `protobuf:"varint,6,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	// Usage lines (AI calls) counted.
+	Calls int32 `protobuf:"varint,7,opt,name=calls,proto3" json:"calls,omitempty"`
+	// Calls with tokens but no cost whose model has no price: missing from
+	// cost_usd.
+	UnpricedCalls int32 `protobuf:"varint,8,opt,name=unpriced_calls,json=unpricedCalls,proto3" json:"unpriced_calls,omitempty"`
+	// Malformed usage lines skipped.
+	MalformedLines int32 `protobuf:"varint,9,opt,name=malformed_lines,json=malformedLines,proto3" json:"malformed_lines,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_decree_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Usage) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *Usage) GetEstimatedCostUsd() float64 {
+	if x != nil {
+		return x.EstimatedCostUsd
+	}
+	return 0
+}
+
+func (x *Usage) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCacheReadTokens() int64 {
+	if x != nil {
+		return x.CacheReadTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCalls() int32 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *Usage) GetUnpricedCalls() int32 {
+	if x != nil {
+		return x.UnpricedCalls
+	}
+	return 0
+}
+
+func (x *Usage) GetMalformedLines() int32 {
+	if x != nil {
+		return x.MalformedLines
+	}
+	return 0
+}
+
 // RunInfo mirrors run.json in .decree/runs/<id>/.
 type RunInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -689,14 +820,20 @@ type RunInfo struct {
 	// Files present in the run directory.
 	Artifacts []string `protobuf:"bytes,13,rep,name=artifacts,proto3" json:"artifacts,omitempty"`
 	// IANA time zone the times were recorded in.
-	TimeZone      string `protobuf:"bytes,14,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	TimeZone string `protobuf:"bytes,14,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// What the run's AI calls cost, all attempts together; unset when none
+	// was recorded.
+	Usage *Usage `protobuf:"bytes,20,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The budget the run had (the message's or the routine's max_cost_usd);
+	// 0 for none.
+	MaxCostUsd    float64 `protobuf:"fixed64,21,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunInfo) Reset() {
 	*x = RunInfo{}
-	mi := &file_decree_v1_types_proto_msgTypes[3]
+	mi := &file_decree_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +845,7 @@ func (x *RunInfo) String() string {
 func (*RunInfo) ProtoMessage() {}
 
 func (x *RunInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[3]
+	mi := &file_decree_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +858,7 @@ func (x *RunInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunInfo.ProtoReflect.Descriptor instead.
 func (*RunInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunInfo) GetMessageId() string {
@@ -822,6 +959,20 @@ func (x *RunInfo) GetTimeZone() string {
 	return ""
 }
 
+func (x *RunInfo) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *RunInfo) GetMaxCostUsd() float64 {
+	if x != nil {
+		return x.MaxCostUsd
+	}
+	return 0
+}
+
 // Event is one entry of the controller's event log. Events about a
 // follow-up that was rejected carry the follow-up's own message_id.
 type Event struct {
@@ -857,7 +1008,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_decree_v1_types_proto_msgTypes[4]
+	mi := &file_decree_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1020,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[4]
+	mi := &file_decree_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1033,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -984,7 +1135,7 @@ type UsageLimitWait struct {
 
 func (x *UsageLimitWait) Reset() {
 	*x = UsageLimitWait{}
-	mi := &file_decree_v1_types_proto_msgTypes[5]
+	mi := &file_decree_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1147,7 @@ func (x *UsageLimitWait) String() string {
 func (*UsageLimitWait) ProtoMessage() {}
 
 func (x *UsageLimitWait) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[5]
+	mi := &file_decree_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1160,7 @@ func (x *UsageLimitWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageLimitWait.ProtoReflect.Descriptor instead.
 func (*UsageLimitWait) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UsageLimitWait) GetMessageId() string {
@@ -1056,7 +1207,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_decree_v1_types_proto_msgTypes[6]
+	mi := &file_decree_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1219,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[6]
+	mi := &file_decree_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1232,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LogChunk) GetMessageId() string {
@@ -1144,7 +1295,7 @@ type Parameter struct {
 
 func (x *Parameter) Reset() {
 	*x = Parameter{}
-	mi := &file_decree_v1_types_proto_msgTypes[7]
+	mi := &file_decree_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1307,7 @@ func (x *Parameter) String() string {
 func (*Parameter) ProtoMessage() {}
 
 func (x *Parameter) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[7]
+	mi := &file_decree_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1320,7 @@ func (x *Parameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Parameter.ProtoReflect.Descriptor instead.
 func (*Parameter) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Parameter) GetName() string {
@@ -1222,7 +1373,7 @@ type TreeSettings struct {
 
 func (x *TreeSettings) Reset() {
 	*x = TreeSettings{}
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1385,7 @@ func (x *TreeSettings) String() string {
 func (*TreeSettings) ProtoMessage() {}
 
 func (x *TreeSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[8]
+	mi := &file_decree_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1398,7 @@ func (x *TreeSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeSettings.ProtoReflect.Descriptor instead.
 func (*TreeSettings) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TreeSettings) GetDefaultCli() string {
@@ -1325,7 +1476,7 @@ type RoutineInfo struct {
 
 func (x *RoutineInfo) Reset() {
 	*x = RoutineInfo{}
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1488,7 @@ func (x *RoutineInfo) String() string {
 func (*RoutineInfo) ProtoMessage() {}
 
 func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[9]
+	mi := &file_decree_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1501,7 @@ func (x *RoutineInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutineInfo.ProtoReflect.Descriptor instead.
 func (*RoutineInfo) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RoutineInfo) GetName() string {
@@ -1449,7 +1600,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_decree_v1_types_proto_msgTypes[10]
+	mi := &file_decree_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1612,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[10]
+	mi := &file_decree_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1625,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -1531,7 +1682,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_decree_v1_types_proto_msgTypes[11]
+	mi := &file_decree_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1694,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_types_proto_msgTypes[11]
+	mi := &file_decree_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1707,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_decree_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_decree_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExitStatus) GetExitCode() int32 {
@@ -1617,7 +1768,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"deadReason\x12\x18\n" +
 	"\atrigger\x18\f \x01(\tR\atrigger\x12\x1a\n" +
 	"\battempts\x18\r \x01(\x05R\battemptsJ\x04\b\n" +
-	"\x10\vR\x04body\"\x84\x02\n" +
+	"\x10\vR\x04body\"\xac\x02\n" +
 	"\vAttemptInfo\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
@@ -1626,7 +1777,18 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
 	"\tworker_id\x18\x06 \x01(\tR\bworkerId\x12\x19\n" +
-	"\blog_name\x18\a \x01(\tR\alogName\"\xac\x04\n" +
+	"\blog_name\x18\a \x01(\tR\alogName\x12&\n" +
+	"\x05usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\x05usage\"\xd8\x02\n" +
+	"\x05Usage\x12\x19\n" +
+	"\bcost_usd\x18\x01 \x01(\x01R\acostUsd\x12,\n" +
+	"\x12estimated_cost_usd\x18\x02 \x01(\x01R\x10estimatedCostUsd\x12!\n" +
+	"\finput_tokens\x18\x03 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x04 \x01(\x03R\foutputTokens\x12*\n" +
+	"\x11cache_read_tokens\x18\x05 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
+	"\x12cache_write_tokens\x18\x06 \x01(\x03R\x10cacheWriteTokens\x12\x14\n" +
+	"\x05calls\x18\a \x01(\x05R\x05calls\x12%\n" +
+	"\x0eunpriced_calls\x18\b \x01(\x05R\runpricedCalls\x12'\n" +
+	"\x0fmalformed_lines\x18\t \x01(\x05R\x0emalformedLines\"\xf6\x04\n" +
 	"\aRunInfo\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x18\n" +
@@ -1644,7 +1806,10 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\bduration\x18\v \x01(\v2\x19.google.protobuf.DurationR\bduration\x12?\n" +
 	"\x0fattempt_details\x18\f \x03(\v2\x16.decree.v1.AttemptInfoR\x0eattemptDetails\x12\x1c\n" +
 	"\tartifacts\x18\r \x03(\tR\tartifacts\x12\x1b\n" +
-	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\"\xfd\x02\n" +
+	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\x12&\n" +
+	"\x05usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\x05usage\x12 \n" +
+	"\fmax_cost_usd\x18\x15 \x01(\x01R\n" +
+	"maxCostUsd\"\xfd\x02\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
@@ -1774,7 +1939,7 @@ func file_decree_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_decree_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_decree_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_decree_v1_types_proto_goTypes = []any{
 	(MessageState)(0),             // 0: decree.v1.MessageState
 	(MessageType)(0),              // 1: decree.v1.MessageType
@@ -1784,44 +1949,47 @@ var file_decree_v1_types_proto_goTypes = []any{
 	(*Field)(nil),                 // 5: decree.v1.Field
 	(*MessageInfo)(nil),           // 6: decree.v1.MessageInfo
 	(*AttemptInfo)(nil),           // 7: decree.v1.AttemptInfo
-	(*RunInfo)(nil),               // 8: decree.v1.RunInfo
-	(*Event)(nil),                 // 9: decree.v1.Event
-	(*UsageLimitWait)(nil),        // 10: decree.v1.UsageLimitWait
-	(*LogChunk)(nil),              // 11: decree.v1.LogChunk
-	(*Parameter)(nil),             // 12: decree.v1.Parameter
-	(*TreeSettings)(nil),          // 13: decree.v1.TreeSettings
-	(*RoutineInfo)(nil),           // 14: decree.v1.RoutineInfo
-	(*FileEntry)(nil),             // 15: decree.v1.FileEntry
-	(*ExitStatus)(nil),            // 16: decree.v1.ExitStatus
-	nil,                           // 17: decree.v1.TreeSettings.ClisEntry
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*Usage)(nil),                 // 8: decree.v1.Usage
+	(*RunInfo)(nil),               // 9: decree.v1.RunInfo
+	(*Event)(nil),                 // 10: decree.v1.Event
+	(*UsageLimitWait)(nil),        // 11: decree.v1.UsageLimitWait
+	(*LogChunk)(nil),              // 12: decree.v1.LogChunk
+	(*Parameter)(nil),             // 13: decree.v1.Parameter
+	(*TreeSettings)(nil),          // 14: decree.v1.TreeSettings
+	(*RoutineInfo)(nil),           // 15: decree.v1.RoutineInfo
+	(*FileEntry)(nil),             // 16: decree.v1.FileEntry
+	(*ExitStatus)(nil),            // 17: decree.v1.ExitStatus
+	nil,                           // 18: decree.v1.TreeSettings.ClisEntry
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
 }
 var file_decree_v1_types_proto_depIdxs = []int32{
 	1,  // 0: decree.v1.MessageInfo.type:type_name -> decree.v1.MessageType
 	0,  // 1: decree.v1.MessageInfo.state:type_name -> decree.v1.MessageState
 	5,  // 2: decree.v1.MessageInfo.fields:type_name -> decree.v1.Field
-	18, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
-	18, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
-	2,  // 5: decree.v1.RunInfo.outcome:type_name -> decree.v1.RunOutcome
-	18, // 6: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
-	18, // 7: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
-	19, // 8: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
-	7,  // 9: decree.v1.RunInfo.attempt_details:type_name -> decree.v1.AttemptInfo
-	18, // 10: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
-	3,  // 11: decree.v1.Event.kind:type_name -> decree.v1.EventKind
-	18, // 12: decree.v1.Event.until:type_name -> google.protobuf.Timestamp
-	18, // 13: decree.v1.UsageLimitWait.until:type_name -> google.protobuf.Timestamp
-	17, // 14: decree.v1.TreeSettings.clis:type_name -> decree.v1.TreeSettings.ClisEntry
-	4,  // 15: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
-	12, // 16: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
-	4,  // 17: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
-	19, // 18: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	19, // 3: decree.v1.AttemptInfo.start_time:type_name -> google.protobuf.Timestamp
+	19, // 4: decree.v1.AttemptInfo.end_time:type_name -> google.protobuf.Timestamp
+	8,  // 5: decree.v1.AttemptInfo.usage:type_name -> decree.v1.Usage
+	2,  // 6: decree.v1.RunInfo.outcome:type_name -> decree.v1.RunOutcome
+	19, // 7: decree.v1.RunInfo.start_time:type_name -> google.protobuf.Timestamp
+	19, // 8: decree.v1.RunInfo.end_time:type_name -> google.protobuf.Timestamp
+	20, // 9: decree.v1.RunInfo.duration:type_name -> google.protobuf.Duration
+	7,  // 10: decree.v1.RunInfo.attempt_details:type_name -> decree.v1.AttemptInfo
+	8,  // 11: decree.v1.RunInfo.usage:type_name -> decree.v1.Usage
+	19, // 12: decree.v1.Event.time:type_name -> google.protobuf.Timestamp
+	3,  // 13: decree.v1.Event.kind:type_name -> decree.v1.EventKind
+	19, // 14: decree.v1.Event.until:type_name -> google.protobuf.Timestamp
+	19, // 15: decree.v1.UsageLimitWait.until:type_name -> google.protobuf.Timestamp
+	18, // 16: decree.v1.TreeSettings.clis:type_name -> decree.v1.TreeSettings.ClisEntry
+	4,  // 17: decree.v1.RoutineInfo.format:type_name -> decree.v1.RoutineFormat
+	13, // 18: decree.v1.RoutineInfo.parameters:type_name -> decree.v1.Parameter
+	4,  // 19: decree.v1.RoutineInfo.other_formats:type_name -> decree.v1.RoutineFormat
+	20, // 20: decree.v1.ExitStatus.duration:type_name -> google.protobuf.Duration
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_types_proto_init() }
@@ -1835,7 +2003,7 @@ func file_decree_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_types_proto_rawDesc), len(file_decree_v1_types_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
