@@ -73,13 +73,11 @@ func FromFloat(f float64) Dollars { return Dollars(math.Round(f * 1e6)) }
 // Float is the amount in dollars.
 func (d Dollars) Float() float64 { return float64(d) / 1e6 }
 
-// String prints the amount with a dollar sign: cents from a dollar on
-// ("$12.34"), four decimals below ("$0.0042").
+// String prints the amount with a dollar sign and four decimals
+// ("$0.0042", "$12.3400"): a hundredth of a cent, the same width in
+// every row of a table.
 func (d Dollars) String() string {
-	if d > -1000000 && d < 1000000 {
-		return "$" + strconv.FormatFloat(d.Float(), 'f', 4, 64)
-	}
-	return "$" + strconv.FormatFloat(d.Float(), 'f', 2, 64)
+	return "$" + strconv.FormatFloat(d.Float(), 'f', 4, 64)
 }
 
 // MarshalJSON writes the amount in dollars.
