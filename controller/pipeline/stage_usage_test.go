@@ -62,8 +62,10 @@ func newUsageFixture(t *testing.T, cfgYAML, frontmatter string) *usageFixture {
 			defer f.mu.Unlock()
 			return usage.Read(strings.NewReader(f.files[n]))
 		},
-		note:  func(_ *msg, n int, text string) { f.notes = append(f.notes, text) },
-		save:  func(m *msg, per []usage.Totals, total usage.Totals, budget float64) error { return m.run.SetUsage(per, total, budget) },
+		note: func(_ *msg, n int, text string) { f.notes = append(f.notes, text) },
+		save: func(m *msg, per []usage.Totals, total usage.Totals, budget float64) error {
+			return m.run.SetUsage(per, total, budget)
+		},
 		warn:  func(context.Context, string, string) {},
 		every: 5 * time.Millisecond,
 	}
