@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// claudeStandIn is a stand-in for Claude Code in print mode with
+// --output-format json: it prints the result object the real tool prints,
+// with total_cost_usd a running total of its session. A fresh session
+// costs $0.25 in attempt 1 and $0.40 otherwise; --resume restores the
+// session's saved total (as newer CLI versions do): $0.40 in all. COST
+// overrides the cost of a fresh session.
+const claudeStandIn = `session="sess-${DECREE_ATTEMPT}-$$" cost="${COST:-0.4}" out=70 model=claude-sonnet-4-5-20250929
+[ "$DECREE_ATTEMPT" = 1 ] && [ -z "${COST:-}" ] && cost=0.25 out=50
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --resume) session="$2"; cost=0.4; out=120; shift ;;
+    --model) [ -n "$2" ] && model="$2"; shift ;;
+  esac
+  shift
+done
+printf '{"type":"result","subtype":"success","is_error":false,"duration_ms":1200,"duration_api_ms":1100,"num_turns":2,"result":"done","session_id":"%s","total_cost_usd":%s,"usage":{"input_tokens":10,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":%s,"service_tier":"standard"},"modelUsage":{"%s":{"inputTokens":10,"outputTokens":%s,"cacheReadInputTokens":1000,"cacheCreationInputTokens":100,"webSearchRequests":0,"costUSD":%s,"contextWindow":200000}},"permission_denials":[]}\n' \
+  "$session" "$cost" "$out" "$model" "$out" "$cost"`
+
+type costJSON struct {
+	Usage *struct {
+		CostUSD      float64 `json:"cost_usd"`
+		OutputTokens int64   `json:"output_tokens"`
+		Calls        int     `json:"calls"`
+	} `json:"usage"`
+	MaxCostUSD float64 `json:"max_cost_usd"`
+	Details    []struct {
+		Error string `json:"error"`
+		Usage *struct {
+			CostUSD float64 `json:"cost_usd"`
+		} `json:"usage"`
+	} `json:"attempt_details"`
+}
+
+// TestBudgetStopsRetries: a routine escalates its model through the
+// attempts list and records what each Claude call cost through `decreectl
+// usage record`, a resumed process included; the routine's budget stops
+// the message after its third of five attempts (BudgetExceeded, the tree
+// reverted), the totals are exact, and runs shows them.
+func TestBudgetStopsRetries(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, "default_routine: costly\nroutines:\n  costly:\n    max_cost_usd: 1\n    attempts: [haiku, sonnet, opus, opus, opus]\n")
+	claude := p.script("claude", claudeStandIn)
+	trace := filepath.Join(t.TempDir(), "trace.txt")
+	ctl := bin(t, "decreectl")
+	p.routine("costly", "", `echo "attempt=$DECREE_ATTEMPT value=${DECREE_ATTEMPT_VALUE:-} values=${DECREE_ATTEMPT_VALUES:-} final=$DECREE_FINAL_ATTEMPT budget=${DECREE_BUDGET_USD:-}" >> `+trace+`
+case "$DECREE_USAGE_FILE" in /*) ;; *) echo "DECREE_USAGE_FILE is not absolute: $DECREE_USAGE_FILE"; exit 3 ;; esac
+`+claude+` -p "implement $message_file" --model "$DECREE_ATTEMPT_VALUE" --output-format json | `+ctl+` usage record --from claude-json --tee
+if [ "$DECREE_ATTEMPT" = 1 ]; then
+  session=$(sed -n 's/.*"session_id":"\([^"]*\)".*/\1/p' "$DECREE_USAGE_FILE")
+  (cd / && `+claude+` -p "check" --resume "$session" --output-format json | `+ctl+` usage record --from claude-json)
+fi
+echo "work $DECREE_ATTEMPT" > work.txt
+exit 1`)
+	r := p.ctl("", "run", "-m", "costly", "-p", "x")
+	mustCode(t, r, 1)
+	id := p.onlyRun()
+	rj := p.runJSON(id)
+	if rj.Outcome != "dead_lettered" || rj.Attempts != 3 || rj.MaxAttempts != 5 {
+		t.Fatalf("run.json: %s after %d of %d attempts, want dead_lettered after 3 of 5\n%s", rj.Outcome, rj.Attempts, rj.MaxAttempts, r)
+	}
+	var cj costJSON
+	if err := json.Unmarshal([]byte(p.read(".decree/runs/"+id+"/run.json")), &cj); err != nil {
+		t.Fatal(err)
+	}
+	if cj.Usage == nil || cj.Usage.CostUSD != 1.2 || cj.Usage.Calls != 4 || cj.Usage.OutputTokens != 120+70+70 || cj.MaxCostUSD != 1 {
+		t.Errorf("run.json usage %+v budget %v: want $1.20 in 4 calls, 260 output tokens, budget 1", cj.Usage, cj.MaxCostUSD)
+	}
+	for i, d := range cj.Details {
+		if d.Usage == nil || d.Usage.CostUSD != 0.4 {
+			t.Errorf("attempt %d usage %+v, want $0.40", i+1, d.Usage)
+		}
+	}
+	if n := len(cj.Details); n == 3 && !strings.Contains(cj.Details[2].Error, "over budget") {
+		t.Errorf("attempt 3 error %q", cj.Details[2].Error)
+	}
+	contains(t, "dead note", p.read(".decree/inbox/dead/costly.md.dead.txt"), "BudgetExceeded")
+	contains(t, "dead note", p.read(".decree/inbox/dead/costly.md.dead.txt"), "cost $1.2000, more than its budget of $1.0000")
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	want := "attempt=1 value=haiku values=haiku,sonnet,opus,opus,opus final=false budget=1\n" +
+		"attempt=2 value=sonnet values=haiku,sonnet,opus,opus,opus final=false budget=0.6\n" +
+		"attempt=3 value=opus values=haiku,sonnet,opus,opus,opus final=false budget=0.2\n"
+	if got != want {
+		t.Errorf("the attempts saw:\n%s\nwant:\n%s", got, want)
+	}
+	if p.exists("work.txt") {
+		t.Error("the tree was not reverted")
+	}
+	runs := p.ctl("", "runs")
+	mustCode(t, runs, 0)
+	contains(t, "runs", runs.stdout, "$1.2000 of $1.0000")
+	js := p.ctl("", "-o", "json", "runs")
+	var listed struct {
+		Runs []struct {
+			Usage struct {
+				CostUSD float64 `json:"costUsd"`
+			} `json:"usage"`
+			MaxCostUSD float64 `json:"maxCostUsd"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(js.stdout), &listed); err != nil || len(listed.Runs) != 1 || listed.Runs[0].Usage.CostUSD != 1.2 || listed.Runs[0].MaxCostUSD != 1 {
+		t.Errorf("runs -o json: %+v, %v\n%s", listed, err, js.stdout)
+	}
+}
+
+// TestBudgetStopsRunningAttempt: an in-place attempt whose message goes
+// over its own budget (frontmatter max_cost_usd) is stopped while it
+// runs, not when it ends.
+func TestBudgetStopsRunningAttempt(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, inProcess, "max_retries: 3\ndefault_routine: slow\n")
+	claude := p.script("claude", claudeStandIn)
+	p.routine("slow", "", `COST=2 `+claude+` -p x | `+bin(t, "decreectl")+` usage record --from claude-json
+sleep 120
+echo never > never.txt`)
+	p.write(".decree/inbox/pricy.md", "---\nmax_cost_usd: 0.5\n---\nDo it.\n")
+	start := time.Now()
+	r := p.ctl("", "process")
+	mustCode(t, r, 1)
+	if took := time.Since(start); took > 90*time.Second {
+		t.Errorf("took %s: the attempt was not stopped while it ran", took)
+	}
+	rj := p.runJSON(p.onlyRun())
+	if rj.Attempts != 1 || len(rj.Details) != 1 || !strings.Contains(rj.Details[0].Error, "stopped over budget: the message's AI calls cost $2.0000, more than its max_cost_usd of $0.5000") {
+		t.Errorf("run.json %+v", rj)
+	}
+	contains(t, "dead note", p.read(".decree/inbox/dead/pricy.md.dead.txt"), "BudgetExceeded")
+	if p.exists("never.txt") {
+		t.Error("the routine went on after it was stopped")
+	}
+}
