@@ -75,3 +75,79 @@ func TestRoutinesResumeSession(t *testing.T) {
 		}
 	}
 }
+
+// TestRoutinesRecordUsage runs the generated routines with real bash, a
+// stand-in claude printing its real --output-format json result and a
+// stand-in decreectl: every call picks the attempt's model
+// (DECREE_ATTEMPT_VALUE), and claude's output is piped through `decreectl
+// usage record --tee` when decree gave a usage file, reaching the log
+// either way.
+func TestRoutinesRecordUsage(t *testing.T) {
+	result, err := os.ReadFile("../usage/testdata/claude-result.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool   string
+		record bool // the tool's output is recorded
+	}{{"claude", true}, {"opencode", false}} {
+		for _, routine := range []string{"develop.sh", "rust-develop.sh"} {
+			t.Run(tc.tool+"/"+routine, func(t *testing.T) {
+				dir := t.TempDir()
+				if _, err := Init(dir, Options{Tool: tc.tool}); err != nil {
+					t.Fatal(err)
+				}
+				bin, state := t.TempDir(), t.TempDir()
+				json := filepath.Join(state, "result.json")
+				os.WriteFile(json, result, 0o644)
+				os.WriteFile(filepath.Join(bin, tc.tool), []byte("#!/usr/bin/env bash\necho \"$*\" >> "+state+"/calls\ncat "+json+"\n"), 0o755)
+				os.WriteFile(filepath.Join(bin, "decreectl"), []byte("#!/usr/bin/env bash\necho \"$*\" >> "+state+"/recorded\ntee -a "+state+"/piped\n"), 0o755)
+				os.WriteFile(filepath.Join(bin, "cargo"), []byte("#!/usr/bin/env bash\nexit 0\n"), 0o755)
+				run := func(extra ...string) string {
+					for _, f := range []string{"calls", "recorded", "piped"} {
+						os.Remove(filepath.Join(state, f))
+					}
+					cmd := exec.Command("bash", ".decree/routines/"+routine)
+					cmd.Dir = dir
+					cmd.Env = append(os.Environ(), append([]string{"PATH=" + bin + ":" + os.Getenv("PATH"),
+						"message_id=m-0", "message_file=m.md", "message_dir=" + t.TempDir(), "DECREE_PREVIOUS_SESSION_ID=", "DECREE_USAGE_FILE=", "DECREE_ATTEMPT_VALUE="}, extra...)...)
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						t.Fatalf("%s failed: %v\n%s", routine, err, out)
+					}
+					return string(out)
+				}
+				read := func(name string) string { b, _ := os.ReadFile(filepath.Join(state, name)); return string(b) }
+				out := run("DECREE_USAGE_FILE="+filepath.Join(state, "usage.jsonl"), "DECREE_ATTEMPT_VALUE=opus")
+				calls := strings.Split(strings.TrimSpace(read("calls")), "\n")
+				for _, c := range calls {
+					if !strings.Contains(c, "--model opus") {
+						t.Errorf("call %q does not pick the attempt's model", c)
+					}
+					if tc.record != strings.Contains(c, "--output-format json") {
+						t.Errorf("call %q: JSON output %v", c, tc.record)
+					}
+				}
+				if !strings.Contains(out, `"total_cost_usd":0.1234`) {
+					t.Errorf("the tool's output did not reach the log:\n%s", out)
+				}
+				recorded := read("recorded")
+				if tc.record {
+					if n := strings.Count(recorded, "usage record --from claude-json --tee\n"); n != len(calls) {
+						t.Errorf("%d call(s), %d recorded: %q", len(calls), n, recorded)
+					}
+					if strings.Count(read("piped"), `"total_cost_usd":0.1234`) != len(calls) {
+						t.Errorf("decreectl did not get the output: %q", read("piped"))
+					}
+				} else if recorded != "" {
+					t.Errorf("recorded %q for a tool without usage output", recorded)
+				}
+				// Outside decree: nothing recorded, no --model, output kept.
+				out = run()
+				if read("recorded") != "" || strings.Contains(read("calls"), "--model") || !strings.Contains(out, `"total_cost_usd"`) {
+					t.Errorf("outside decree: recorded %q, calls %q\n%s", read("recorded"), read("calls"), out)
+				}
+			})
+		}
+	}
+}

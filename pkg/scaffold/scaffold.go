@@ -43,12 +43,18 @@ type AITool struct {
 	// Interactive starts the tool for a conversation; the first prompt is
 	// added as its last argument (commands.ai_interactive).
 	Interactive string
+	// UsageFormat, for a tool decree can read costs from, is the format
+	// of `decreectl usage record --from`; UsageArgs makes the tool print
+	// it.
+	UsageFormat string
+	UsageArgs   string
 }
 
 // KnownTools are the AI tools init detects, in order of preference.
 var KnownTools = []AITool{
 	{Name: "claude", Invoke: `claude -p "$1"`, Resume: `claude -p "$1" --resume "$session"`,
-		NewSession: `claude -p "$1" --session-id "$session"`, Router: `claude -p "$(cat)"`, Interactive: "claude"},
+		NewSession: `claude -p "$1" --session-id "$session"`, Router: `claude -p "$(cat)"`, Interactive: "claude",
+		UsageFormat: "claude-json", UsageArgs: "--output-format json"},
 	{Name: "opencode", Invoke: `opencode run "$1"`, Resume: `opencode run --session "$session" "$1"`, Router: `opencode run "$(cat)"`, Interactive: "opencode --prompt"},
 	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Resume: `copilot -p "$1" --allow-all-tools --resume "$session"`, Router: `copilot -p "$(cat)"`, Interactive: "copilot -i"},
 }
@@ -208,17 +214,45 @@ ai() {
 // aiFunction writes the routine's ai() for a tool. After an attempt that
 // hit the tool's usage limit, decree retries with DECREE_PREVIOUS_SESSION_ID
 // set to the session id the attempt printed; the retry's first call then
-// resumes that session instead of starting afresh.
+// resumes that session. A routine with an attempts list in config.yml
+// (escalation) gets the attempt's entry as DECREE_ATTEMPT_VALUE, passed as
+// the tool's --model. For a tool whose JSON output decree reads, every call
+// prints it and pipes it through `decreectl usage record --tee`, which
+// appends the call's cost to $DECREE_USAGE_FILE and passes the output on
+// to the log.
 func aiFunction(t AITool) string {
-	fresh := "    " + t.Invoke
+	call := func(cmd string) string {
+		cmd += ` ${DECREE_ATTEMPT_VALUE:+--model "$DECREE_ATTEMPT_VALUE"}`
+		if t.UsageFormat != "" {
+			cmd += " " + t.UsageArgs + " | record_usage " + t.UsageFormat
+		}
+		return cmd
+	}
+	fresh := "    " + call(t.Invoke)
 	if t.NewSession != "" {
 		fresh = `    session="$(cat /proc/sys/kernel/random/uuid 2>/dev/null || uuidgen)"
     echo "Session ID: $session"
-    ` + t.NewSession
+    ` + call(t.NewSession)
 	}
-	return fmt.Sprintf(`# Runs one prompt with %s, headless. After a usage limit, decree retries
+	record := ""
+	if t.UsageFormat != "" {
+		record = `# Appends what one call cost to $DECREE_USAGE_FILE and passes the tool's
+# output on (outside decree, or without decreectl on PATH, it only passes
+# it on).
+record_usage() {
+  if [ -n "${DECREE_USAGE_FILE:-}" ] && command -v decreectl >/dev/null 2>&1; then
+    decreectl usage record --from "$1" --tee
+  else
+    cat
+  fi
+}
+
+`
+	}
+	return fmt.Sprintf(`%s# Runs one prompt with %s, headless. After a usage limit, decree retries
 # with DECREE_PREVIOUS_SESSION_ID (the session the limited attempt used):
-# the first call then resumes that session.
+# the first call then resumes that session. DECREE_ATTEMPT_VALUE (the
+# routine's attempts list in config.yml) picks the model.
 ai() {
   local session
   if [ -n "${DECREE_PREVIOUS_SESSION_ID:-}" ]; then
@@ -229,7 +263,7 @@ ai() {
   else
 %s
   fi
-}`, t.Name, t.Resume, fresh)
+}`, record, t.Name, call(t.Resume), fresh)
 }
 
 // yamlQuote renders s as a double-quoted YAML scalar.
