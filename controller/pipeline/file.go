@@ -35,13 +35,19 @@ func (p *Pipeline) exhausted(ctx context.Context, m *msg) error {
 	if v := m.run.Machine(); v.State == msgstate.Reverting && v.Why == msgstate.ForCancel {
 		return p.cancelStep(ctx, m, v)
 	}
-	if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.AfterExhausted) }); err != nil {
+	return p.revertAndKill(ctx, m, msgstate.AfterExhausted, msgstate.RetriesExhausted)
+}
+
+// revertAndKill records the revert (why), puts the tree back to the
+// checkpoint, then records the dead letter (reason) and files it.
+func (p *Pipeline) revertAndKill(ctx context.Context, m *msg, why msgstate.RevertCause, reason msgstate.Reason) error {
+	if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, why) }); err != nil {
 		return err
 	}
 	if err := p.revert(ctx, m.run, m.manifest); err != nil {
 		return p.afterRevertError(ctx, m, err)
 	}
-	if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.RetriesExhausted) }); err != nil {
+	if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, reason) }); err != nil {
 		return err
 	}
 	return p.file(ctx, m)

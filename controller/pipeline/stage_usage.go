@@ -279,16 +279,7 @@ func (p *Pipeline) settleUsage(m *msg) {
 // overBudget reverts and dead-letters a message whose cost went over its
 // budget (msgstate.StepBudget).
 func (p *Pipeline) overBudget(ctx context.Context, m *msg) error {
-	if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Revert(v, msgstate.ForBudget) }); err != nil {
-		return err
-	}
-	if err := p.revert(ctx, m.run, m.manifest); err != nil {
-		return p.afterRevertError(ctx, m, err)
-	}
-	if err := p.record(m, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Kill(v, msgstate.BudgetExceeded) }); err != nil {
-		return err
-	}
-	return p.file(ctx, m)
+	return p.revertAndKill(ctx, m, msgstate.ForBudget, msgstate.BudgetExceeded)
 }
 
 // budgetNote is the dead-letter note's detail for BudgetExceeded.

@@ -31,30 +31,11 @@ func newUsageFixture(t *testing.T, cfgYAML, frontmatter string) *usageFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	mm, err := message.Parse([]byte(frontmatter + "x\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := st.CreateMessage("costly", mm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := st.StartRun(store.RunStart{Entry: e, Routine: "develop", MaxAttempts: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range []func(msgstate.Msg) (msgstate.Msg, error){
-		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, 3) },
-		msgstate.Checkpoint,
-	} {
-		if _, err := run.Step(tr); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, run := checkpointedRun(t, "costly", mm, 3)
 	f := &usageFixture{m: &msg{e: e, cfg: cfg, rt: routine.Routine{Name: "develop"}, run: run}, files: map[int]string{}}
 	f.stage = &usageStage{
 		read: func(_ *msg, n int) ([]usage.Record, int, []string, error) {
@@ -76,6 +57,33 @@ func (f *usageFixture) write(n int, lines string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.files[n] += lines
+}
+
+// checkpointedRun is a new message with a run whose checkpoint is taken
+// (max attempts).
+func checkpointedRun(t *testing.T, name string, mm *message.Message, max int) (store.Entry, *store.Run) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.CreateMessage(name, mm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := st.StartRun(store.RunStart{Entry: e, Routine: "develop", MaxAttempts: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []func(msgstate.Msg) (msgstate.Msg, error){
+		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, max) },
+		msgstate.Checkpoint,
+	} {
+		if _, err := run.Step(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, run
 }
 
 // attempt starts attempt n, lets the stage see its end, records the end.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/controller/msgstate"
-	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/message"
 )
@@ -26,26 +25,7 @@ type limitFixture struct {
 
 func newLimitFixture(t *testing.T) *limitFixture {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateMessage("limited", &message.Message{Body: []byte("x\n")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := st.StartRun(store.RunStart{Entry: e, Routine: "develop", MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range []func(msgstate.Msg) (msgstate.Msg, error){
-		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, 1) },
-		msgstate.Checkpoint,
-	} {
-		if _, err := run.Step(tr); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, run := checkpointedRun(t, "limited", &message.Message{Body: []byte("x\n")}, 1)
 	if _, err := run.BeginAttemptStep(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, 1) }); err != nil {
 		t.Fatal(err)
 	}

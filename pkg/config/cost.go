@@ -45,15 +45,19 @@ func (c *Config) PriceTable() usage.Prices { return usage.DefaultPrices().With(c
 
 var priceKeys = []string{"input", "output", "cache_read", "cache_write"}
 
-// dollars reads a non-negative amount of dollars.
+// dollars reads an amount of dollars above 0.
 func (p *parser) dollars(n *yaml.Node, key string) (float64, bool) {
-	const allowed = "an amount of US dollars above 0, such as 2.50"
+	return p.amount(n, key, "an amount of US dollars above 0, such as 2.50", false)
+}
+
+// amount reads a finite number, above 0 or (zero) 0 or more.
+func (p *parser) amount(n *yaml.Node, key, allowed string, zero bool) (float64, bool) {
 	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
 		p.errorf(n, key, describe(n), allowed)
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(n.Value, 64)
-	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+	if err != nil || f < 0 || (f == 0 && !zero) || math.IsInf(f, 0) || math.IsNaN(f) {
 		p.errorf(n, key, describe(n), allowed)
 		return 0, false
 	}
@@ -124,15 +128,5 @@ func (p *parser) prices(n *yaml.Node) {
 }
 
 func (p *parser) price(n *yaml.Node, key string) (float64, bool) {
-	const allowed = "US dollars per million tokens, 0 or more, such as 1.25"
-	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
-		p.errorf(n, key, describe(n), allowed)
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(n.Value, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-		p.errorf(n, key, describe(n), allowed)
-		return 0, false
-	}
-	return f, true
+	return p.amount(n, key, "US dollars per million tokens, 0 or more, such as 1.25", true)
 }

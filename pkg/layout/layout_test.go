@@ -33,6 +33,7 @@ func TestControllerOwned(t *testing.T) {
 		{"interrupted-2.papermill.log", true},
 		{"usage-limit.json", true},
 		{"output.ipynb", false},
+		{"usage.try-001.jsonl", false}, // a replica worker returns its routine's usage file
 		{"papermill.log", false},
 		{"tree.json", false},
 		{"tree.log", false},

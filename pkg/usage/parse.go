@@ -156,11 +156,7 @@ func parseCodex(out []byte) ([]Record, []string) {
 			session = str(m, "thread_id")
 		case "turn.completed":
 			u := tokens(m["usage"])
-			cached := int64(u["cached_input_tokens"])
-			r := Record{Tool: "codex", SessionID: session, Cumulative: no(),
-				InputTokens: max(int64(u["input_tokens"])-cached, 0), CacheReadTokens: cached,
-				OutputTokens: int64(u["output_tokens"])}
-			if r.Check() == nil {
+			if r, ok := cachedInside("codex", "", session, u["input_tokens"], u["cached_input_tokens"], u["output_tokens"]); ok {
 				recs = append(recs, r)
 			}
 		}
@@ -195,11 +191,7 @@ func parseGemini(out []byte) ([]Record, []string) {
 		sort.Strings(names)
 		for _, n := range names {
 			t := stats.Models[n].Tokens
-			cached := int64(t["cached"])
-			r := Record{Tool: "gemini", Model: n, SessionID: session, Cumulative: no(),
-				InputTokens: max(int64(t["prompt"])-cached, 0), CacheReadTokens: cached,
-				OutputTokens: int64(t["candidates"]) + int64(t["thoughts"])}
-			if r.Check() == nil {
+			if r, ok := cachedInside("gemini", n, session, t["prompt"], t["cached"], t["candidates"]+t["thoughts"]); ok {
 				recs = append(recs, r)
 			}
 		}
@@ -208,6 +200,15 @@ func parseGemini(out []byte) ([]Record, []string) {
 		return nil, []string{"gemini printed no stats.models with tokens; nothing recorded for this call"}
 	}
 	return recs, nil
+}
+
+// cachedInside is a line of a tool whose input count includes the
+// cached input (OpenAI's and Google's sense): the cached part is split
+// off. False when the line holds no tokens.
+func cachedInside(tool, model, session string, input, cached, output float64) (Record, bool) {
+	r := Record{Tool: tool, Model: model, SessionID: session, Cumulative: no(),
+		InputTokens: max(int64(input)-int64(cached), 0), CacheReadTokens: int64(cached), OutputTokens: int64(output)}
+	return r, r.Check() == nil
 }
 
 // ReadAll reads r whole for Parse (at most 64 MiB).

@@ -15,33 +15,29 @@ import (
 
 // costRow is one group of `decreectl cost`.
 type costRow struct {
-	Key          string  `json:"key"`
-	Runs         int     `json:"runs"`
-	Attempts     int     `json:"attempts"`
-	CostUSD      float64 `json:"cost_usd"`
-	EstimatedUSD float64 `json:"estimated_cost_usd,omitempty"`
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CacheRead    int64   `json:"cache_read_tokens"`
-	CacheWrite   int64   `json:"cache_write_tokens"`
-	Unpriced     int     `json:"unpriced_calls,omitempty"`
-	cost, est    usage.Dollars
+	Key      string       `json:"key"`
+	Runs     int          `json:"runs"`
+	Attempts int          `json:"attempts"`
+	Usage    usage.Totals `json:"usage"`
 }
 
-func (r *costRow) add(run *decreev1.RunInfo) {
-	r.Runs++
-	r.Attempts += int(run.GetAttempts())
-	u := run.GetUsage()
+func (r *costRow) add(runs, attempts int, u usage.Totals) {
+	r.Runs += runs
+	r.Attempts += attempts
+	r.Usage.Add(u)
+}
+
+// totalsOf converts the API's Usage (nil: nothing recorded).
+func totalsOf(u *decreev1.Usage) usage.Totals {
 	if u == nil {
-		return
+		return usage.Totals{}
 	}
-	r.cost += usage.FromFloat(u.GetCostUsd())
-	r.est += usage.FromFloat(u.GetEstimatedCostUsd())
-	r.InputTokens += u.GetInputTokens()
-	r.OutputTokens += u.GetOutputTokens()
-	r.CacheRead += u.GetCacheReadTokens()
-	r.CacheWrite += u.GetCacheWriteTokens()
-	r.Unpriced += int(u.GetUnpricedCalls())
+	return usage.Totals{
+		CostUSD: usage.FromFloat(u.GetCostUsd()), EstimatedUSD: usage.FromFloat(u.GetEstimatedCostUsd()),
+		InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(),
+		CacheReadTokens: u.GetCacheReadTokens(), CacheWriteTokens: u.GetCacheWriteTokens(),
+		Calls: int(u.GetCalls()), Unpriced: int(u.GetUnpricedCalls()), Malformed: int(u.GetMalformedLines()),
+	}
 }
 
 func newCostCmd(g *globals) *cobra.Command {
@@ -150,11 +146,10 @@ func costRows(runs []*decreev1.RunInfo, by string, from since) []*costRow {
 		if groups[key] == nil {
 			groups[key] = &costRow{Key: key}
 		}
-		groups[key].add(r)
+		groups[key].add(1, int(r.GetAttempts()), totalsOf(r.GetUsage()))
 	}
 	rows := make([]*costRow, 0, len(groups))
 	for _, r := range groups {
-		r.CostUSD, r.EstimatedUSD = r.cost.Float(), r.est.Float()
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Key < rows[j].Key })
@@ -164,17 +159,8 @@ func costRows(runs []*decreev1.RunInfo, by string, from since) []*costRow {
 func printCost(g *globals, rows []*costRow, by string) error {
 	total := &costRow{Key: "total"}
 	for _, r := range rows {
-		total.Runs += r.Runs
-		total.Attempts += r.Attempts
-		total.cost += r.cost
-		total.est += r.est
-		total.InputTokens += r.InputTokens
-		total.OutputTokens += r.OutputTokens
-		total.CacheRead += r.CacheRead
-		total.CacheWrite += r.CacheWrite
-		total.Unpriced += r.Unpriced
+		total.add(r.Runs, r.Attempts, r.Usage)
 	}
-	total.CostUSD, total.EstimatedUSD = total.cost.Float(), total.est.Float()
 	if g.output == "json" {
 		b, err := json.MarshalIndent(map[string]any{"by": by, "rows": rows, "total": total}, "", "  ")
 		if err != nil {
@@ -185,7 +171,8 @@ func printCost(g *globals, rows []*costRow, by string) error {
 	}
 	w := g.table(strings.ToUpper(by), "RUNS", "ATTEMPTS", "COST", "ESTIMATED", "INPUT", "OUTPUT", "CACHE READ", "CACHE WRITE")
 	for _, r := range append(rows, total) {
-		row(w, r.Key, r.Runs, r.Attempts, r.cost, r.est, r.InputTokens, r.OutputTokens, r.CacheRead, r.CacheWrite)
+		u := r.Usage
+		row(w, r.Key, r.Runs, r.Attempts, u.CostUSD, u.EstimatedUSD, u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens)
 	}
 	return w.Flush()
 }
