@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
 )
 
 // claudeStandIn is a stand-in for Claude Code in print mode with
@@ -141,5 +143,39 @@ echo never > never.txt`)
 	contains(t, "dead note", p.read(".decree/inbox/dead/pricy.md.dead.txt"), "BudgetExceeded")
 	if p.exists("never.txt") {
 		t.Error("the routine went on after it was stopped")
+	}
+}
+
+// TestStatusShowsCostSoFar: while an attempt runs, status (over the
+// running command's socket) shows what the message has cost so far.
+func TestStatusShowsCostSoFar(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: waits\n")
+	claude := p.script("claude", claudeStandIn)
+	release := filepath.Join(t.TempDir(), "release")
+	p.routine("waits", "", claude+` -p x | `+bin(t, "decreectl")+` usage record --from claude-json
+while [ ! -e `+release+` ]; do sleep 0.05; done`)
+	run := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "waits", "-p", "x")
+	var last string
+	testtool.WaitFor(t, 60*time.Second, "status to show the cost so far", func() bool {
+		r := p.ctl("", "status")
+		last = r.stdout
+		return strings.Contains(r.stdout, "attempt 1), $0.2500 so far")
+	})
+	js := p.ctl("", "-o", "json", "status")
+	var st struct {
+		RunningUsage struct {
+			CostUSD float64 `json:"costUsd"`
+			Calls   int     `json:"calls"`
+		} `json:"runningUsage"`
+	}
+	if err := json.Unmarshal([]byte(js.stdout), &st); err != nil || st.RunningUsage.CostUSD != 0.25 || st.RunningUsage.Calls != 1 {
+		t.Errorf("status -o json: %+v, %v\n%s", st, err, js.stdout)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := run.Wait(t, 60*time.Second); code != 0 {
+		t.Errorf("run exited %d\n%s\nlast status:\n%s", code, run.Out, last)
 	}
 }
