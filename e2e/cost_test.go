@@ -179,3 +179,58 @@ while [ ! -e `+release+` ]; do sleep 0.05; done`)
 		t.Errorf("run exited %d\n%s\nlast status:\n%s", code, run.Out, last)
 	}
 }
+
+// TestUsageTotalsAllTools: stand-ins print what Claude, Codex and Gemini
+// print in their JSON modes; the first attempt records one Claude call,
+// then its second call stops at a usage limit without a result; the retry
+// records Codex and Gemini, priced from the table, and a malformed line.
+// run.json has each attempt's cost and the exact total; the malformed
+// line is noted in the attempt's log.
+func TestUsageTotalsAllTools(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: mixed\n")
+	fixtures, err := filepath.Abs("../pkg/usage/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claude := p.script("claude", `if [ -e "$DECREE_USAGE_FILE" ]; then echo "Claude AI usage limit reached|$(( $(date +%s) + 1 ))"; exit 1; fi
+cat `+fixtures+`/claude-result.json`)
+	codex := p.script("codex", "cat "+fixtures+"/codex-exec.jsonl")
+	gemini := p.script("gemini", "cat "+fixtures+"/gemini.json")
+	ctl := bin(t, "decreectl")
+	p.routine("mixed", "", `if [ "$DECREE_ATTEMPT" = 1 ]; then
+  `+claude+` -p x --output-format json | `+ctl+` usage record --from claude-json --tee
+  `+claude+` -p y --output-format json | `+ctl+` usage record --from claude-json --tee
+  exit 0
+fi
+`+codex+` exec --json x | `+ctl+` usage record --from codex-json --model gpt-5-codex
+`+gemini+` -p x --output-format json | `+ctl+` usage record --from gemini-json
+echo '{"tool":"broken"' >> "$DECREE_USAGE_FILE"`)
+	r := p.ctl("", "run", "-m", "mixed", "-p", "x")
+	mustCode(t, r, 0)
+	id := p.onlyRun()
+	var cj struct {
+		Attempts int `json:"attempts"`
+		Usage    struct {
+			CostUSD      float64 `json:"cost_usd"`
+			EstimatedUSD float64 `json:"estimated_cost_usd"`
+			Calls        int     `json:"calls"`
+			Malformed    int     `json:"malformed_lines"`
+		} `json:"usage"`
+		Details []struct {
+			Usage struct {
+				CostUSD float64 `json:"cost_usd"`
+			} `json:"usage"`
+		} `json:"attempt_details"`
+	}
+	if err := json.Unmarshal([]byte(p.read(".decree/runs/"+id+"/run.json")), &cj); err != nil {
+		t.Fatal(err)
+	}
+	if cj.Attempts != 2 || len(cj.Details) != 2 || cj.Details[0].Usage.CostUSD != 0.1234 || cj.Details[1].Usage.CostUSD != 0.039213 {
+		t.Fatalf("run.json: %+v\n%s", cj, r)
+	}
+	if cj.Usage.CostUSD != 0.162613 || cj.Usage.EstimatedUSD != 0.039213 || cj.Usage.Calls != 5 || cj.Usage.Malformed != 1 {
+		t.Errorf("run.json usage %+v: want $0.162613 ($0.039213 estimated) in 5 calls, 1 malformed line", cj.Usage)
+	}
+	contains(t, "attempt 2's log", p.read(".decree/runs/"+id+"/routine.try-002.log"), "decree: usage line 5 skipped")
+}
