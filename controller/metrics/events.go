@@ -26,6 +26,8 @@ type eventSeries struct {
 	warnings    prometheus.Counter
 	processing  prometheus.Gauge
 	attemptsNow prometheus.Gauge
+	aiCost      *prometheus.CounterVec
+	aiTokens    *prometheus.CounterVec
 
 	mu       sync.Mutex
 	queued   map[string]time.Time // message id -> queued event time
@@ -74,12 +76,16 @@ func newEventSeries(reg prometheus.Registerer) *eventSeries {
 			Help: "Messages being processed now (started and not yet done or dead)."}),
 		attemptsNow: prometheus.NewGauge(prometheus.GaugeOpts{Name: "decree_attempts_running",
 			Help: "Attempts started and not yet finished."}),
+		aiCost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decree_ai_cost_usd_total",
+			Help: "US dollars the AI calls of finished attempts cost (their usage files), by routine."}, []string{"routine"}),
+		aiTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decree_ai_tokens_total",
+			Help: "Tokens of the AI calls of finished attempts, by routine and kind: input, output, cache_read, cache_write."}, []string{"routine", "kind"}),
 		queued:   map[string]time.Time{},
 		started:  map[attemptKey]attemptStart{},
 		inFlight: map[string]bool{},
 	}
 	reg.MustRegister(s.events, s.attempts, s.duration, s.queueWait, s.finished, s.hooks, s.limitWaits, s.limitSecs,
-		s.warnings, s.processing, s.attemptsNow)
+		s.warnings, s.processing, s.attemptsNow, s.aiCost, s.aiTokens)
 	return s
 }
 
@@ -124,6 +130,7 @@ func (s *eventSeries) observe(e *events.Event, st *store.Store) {
 			routine = "unknown"
 		}
 		s.attempts.WithLabelValues(routine, outcome).Inc()
+		s.observeUsage(st, e, routine)
 		if ok {
 			delete(s.started, k)
 			s.attemptsNow.Dec()
