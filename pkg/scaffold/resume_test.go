@@ -118,7 +118,7 @@ func TestRoutinesRecordUsage(t *testing.T) {
 					return string(out)
 				}
 				read := func(name string) string { b, _ := os.ReadFile(filepath.Join(state, name)); return string(b) }
-				out := run("DECREE_USAGE_FILE="+filepath.Join(state, "usage.jsonl"), "DECREE_ATTEMPT_VALUE=opus")
+				out := run("DECREE_USAGE_FILE="+filepath.Join(state, "usage.jsonl"), "DECREE_ATTEMPT_VALUE=opus", "DECREE_BUDGET_USD=0.75")
 				calls := strings.Split(strings.TrimSpace(read("calls")), "\n")
 				for _, c := range calls {
 					if !strings.Contains(c, "--model opus") {
@@ -126,6 +126,9 @@ func TestRoutinesRecordUsage(t *testing.T) {
 					}
 					if tc.record != strings.Contains(c, "--output-format json") {
 						t.Errorf("call %q: JSON output %v", c, tc.record)
+					}
+					if tc.record != strings.Contains(c, "--max-budget-usd 0.75") {
+						t.Errorf("call %q: budget flag %v", c, tc.record)
 					}
 				}
 				if !strings.Contains(out, `"total_cost_usd":0.1234`) {
@@ -144,7 +147,7 @@ func TestRoutinesRecordUsage(t *testing.T) {
 				}
 				// Outside decree: nothing recorded, no --model, output kept.
 				out = run()
-				if read("recorded") != "" || strings.Contains(read("calls"), "--model") || !strings.Contains(out, `"total_cost_usd"`) {
+				if read("recorded") != "" || strings.Contains(read("calls"), "--model") || strings.Contains(read("calls"), "--max-budget-usd") || !strings.Contains(out, `"total_cost_usd"`) {
 					t.Errorf("outside decree: recorded %q, calls %q\n%s", read("recorded"), read("calls"), out)
 				}
 			})

@@ -48,13 +48,16 @@ type AITool struct {
 	// it.
 	UsageFormat string
 	UsageArgs   string
+	// BudgetFlag is the tool's flag capping what one call may spend in
+	// US dollars; the routine passes it DECREE_BUDGET_USD.
+	BudgetFlag string
 }
 
 // KnownTools are the AI tools init detects, in order of preference.
 var KnownTools = []AITool{
 	{Name: "claude", Invoke: `claude -p "$1"`, Resume: `claude -p "$1" --resume "$session"`,
 		NewSession: `claude -p "$1" --session-id "$session"`, Router: `claude -p "$(cat)"`, Interactive: "claude",
-		UsageFormat: "claude-json", UsageArgs: "--output-format json"},
+		UsageFormat: "claude-json", UsageArgs: "--output-format json", BudgetFlag: "--max-budget-usd"},
 	{Name: "opencode", Invoke: `opencode run "$1"`, Resume: `opencode run --session "$session" "$1"`, Router: `opencode run "$(cat)"`, Interactive: "opencode --prompt"},
 	{Name: "copilot", Invoke: `copilot -p "$1" --allow-all-tools`, Resume: `copilot -p "$1" --allow-all-tools --resume "$session"`, Router: `copilot -p "$(cat)"`, Interactive: "copilot -i"},
 }
@@ -216,13 +219,19 @@ ai() {
 // set to the session id the attempt printed; the retry's first call then
 // resumes that session. A routine with an attempts list in config.yml
 // (escalation) gets the attempt's entry as DECREE_ATTEMPT_VALUE, passed as
-// the tool's --model. For a tool whose JSON output decree reads, every call
+// the tool's --model; what is left of the message's budget
+// (DECREE_BUDGET_USD) goes to a tool with a budget flag (claude
+// --max-budget-usd; decree itself stops the attempt when the message goes
+// over). For a tool whose JSON output decree reads, every call
 // prints it and pipes it through `decreectl usage record --tee`, which
 // appends the call's cost to $DECREE_USAGE_FILE and passes the output on
 // to the log.
 func aiFunction(t AITool) string {
 	call := func(cmd string) string {
 		cmd += ` ${DECREE_ATTEMPT_VALUE:+--model "$DECREE_ATTEMPT_VALUE"}`
+		if t.BudgetFlag != "" {
+			cmd += ` ${DECREE_BUDGET_USD:+` + t.BudgetFlag + ` "$DECREE_BUDGET_USD"}`
+		}
 		if t.UsageFormat != "" {
 			cmd += " " + t.UsageArgs + " | record_usage " + t.UsageFormat
 		}
