@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/decreehq/decree/internal/testtool"
+	"github.com/decreehq/decree/pkg/scaffold"
 )
 
 // claudeStandIn is a stand-in for Claude Code in print mode with
@@ -233,4 +234,52 @@ echo '{"tool":"broken"' >> "$DECREE_USAGE_FILE"`)
 		t.Errorf("run.json usage %+v: want $0.162613 ($0.039213 estimated) in 5 calls, 1 malformed line", cj.Usage)
 	}
 	contains(t, "attempt 2's log", p.read(".decree/runs/"+id+"/routine.try-002.log"), "decree: usage line 5 skipped")
+}
+
+// TestBundledRoutineRecordsCost: the develop routine `init` writes for
+// claude records what each call cost through the real decreectl on PATH
+// and passes the attempt's model; a stand-in claude prints the real JSON
+// result for the session it is given.
+func TestBundledRoutineRecordsCost(t *testing.T) {
+	dir := t.TempDir()
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	if _, err := scaffold.Init(dir, scaffold.Options{Tool: "claude"}); err != nil {
+		t.Fatal(err)
+	}
+	p := &project{t: t, dir: dir, mode: binary}
+	cfg := p.read(".decree/config.yml")
+	if !strings.Contains(cfg, "  develop:\n    enabled: true\n") {
+		t.Fatalf("config.yml of init:\n%s", cfg)
+	}
+	p.write(".decree/config.yml", strings.Replace(cfg, "  develop:\n    enabled: true\n", "  develop:\n    enabled: true\n    attempts: [claude-opus-4-5]\n", 1))
+	stand := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	// Written and closed before anything runs, and no parallel test is
+	// forking meanwhile (this test is not parallel): no ETXTBSY.
+	if err := os.WriteFile(filepath.Join(stand, "claude"), []byte(`#!/usr/bin/env bash
+echo "$*" >> `+calls+`
+session=none
+while [ $# -gt 0 ]; do [ "$1" = --session-id ] && session="$2"; shift; done
+printf '{"type":"result","subtype":"success","is_error":false,"num_turns":3,"result":"ok","session_id":"%s","total_cost_usd":0.1234,"usage":{"input_tokens":24,"cache_creation_input_tokens":8120,"cache_read_input_tokens":90211,"output_tokens":2210},"modelUsage":{"claude-opus-4-5-20251101":{"inputTokens":24,"outputTokens":2210,"costUSD":0.1234}}}\n' "$session"
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", stand+string(os.PathListSeparator)+filepath.Dir(bin(t, "decreectl"))+string(os.PathListSeparator)+os.Getenv("PATH"))
+	r := p.ctl("", "run", "-m", "feature", "-p", "add a feature", "-v", "routine=develop")
+	mustCode(t, r, 0)
+	var cj costJSON
+	if err := json.Unmarshal([]byte(p.read(".decree/runs/"+p.onlyRun()+"/run.json")), &cj); err != nil {
+		t.Fatal(err)
+	}
+	if cj.Usage == nil || cj.Usage.CostUSD != 0.2468 || cj.Usage.Calls != 2 {
+		t.Errorf("run.json usage %+v, want $0.2468 in 2 calls (two sessions)\n%s", cj.Usage, r)
+	}
+	b, _ := os.ReadFile(calls)
+	for _, c := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.Contains(c, "--model claude-opus-4-5") || !strings.Contains(c, "--output-format json") {
+			t.Errorf("call %q", c)
+		}
+	}
 }
