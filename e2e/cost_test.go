@@ -283,3 +283,36 @@ printf '{"type":"result","subtype":"success","is_error":false,"num_turns":3,"res
 		}
 	}
 }
+
+// TestReplicaWorkerUsage: a worker in a replica workspace (real separate
+// controller and worker processes) returns the attempt's usage file with
+// the run files; the controller sums it, and a successful attempt that
+// went over the routine's budget (it could not be watched while it ran)
+// dead-letters the message.
+func TestReplicaWorkerUsage(t *testing.T) {
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 3\ndefault_routine: costly\nroutines:\n  costly:\n    max_cost_usd: 0.2\n")
+	claude := p.script("claude", claudeStandIn)
+	p.routine("costly", "", claude+` -p x | `+bin(t, "decreectl")+` usage record --from claude-json
+echo done > done.txt`)
+	startController(t, p)
+	ws := t.TempDir()
+	start(t, ws, "decree-worker", "--controller", "unix://"+p.path(".decree/decree.sock"), "--workspace", ws, "--id", "replica-1")
+	r := p.ctl("", "run", "-m", "costly", "-p", "x")
+	mustCode(t, r, 1)
+	id := p.onlyRun()
+	var cj costJSON
+	if err := json.Unmarshal([]byte(p.read(".decree/runs/"+id+"/run.json")), &cj); err != nil {
+		t.Fatal(err)
+	}
+	if cj.Usage == nil || cj.Usage.CostUSD != 0.25 || len(cj.Details) != 1 || !strings.Contains(cj.Details[0].Error, "over budget") {
+		t.Errorf("run.json: usage %+v, attempts %+v\n%s", cj.Usage, cj.Details, r)
+	}
+	if !p.exists(".decree/runs/" + id + "/usage.try-001.jsonl") {
+		t.Error("the replica's usage file did not reach the run directory")
+	}
+	contains(t, "dead note", p.read(".decree/inbox/dead/costly.md.dead.txt"), "BudgetExceeded")
+	if p.exists("done.txt") {
+		t.Error("the over-budget attempt's change was kept")
+	}
+}
