@@ -18,6 +18,7 @@
 //	                    -> reverting(exhausted) -> dead(RetriesExhausted)
 //	finished(n, limited) -> running(n+1), max+1     (after the reset)
 //	any state before done -> dead(reason)           (refused, cancelled, ...)
+//	running(n) -> waiting(n) -> ...                (a person answers: wait.go)
 //
 // An interrupted attempt (the controller shut down: Ctrl-C, SIGTERM) is not
 // a failure. The loop puts the tree back to where that attempt started
@@ -112,6 +113,9 @@ type Result struct {
 	// than MaxWaits waits.
 	Limit    *Limit
 	MaxWaits int
+	// Wait, on a successful attempt (exit 0), makes it wait for a person
+	// (wait.go): a question the routine asked, or a review.
+	Wait *Wait
 }
 
 // Msg is one message's state: the single value the loop carries and
@@ -147,6 +151,9 @@ type Msg struct {
 	// Reverted is set in Done when the message's change was undone on
 	// request (Undo).
 	Reverted bool `json:"reverted,omitempty"`
+	// Wait is the latest wait for a person (wait.go); Waited counts them.
+	Wait   *Wait `json:"wait,omitempty"`
+	Waited int   `json:"waited,omitempty"`
 }
 
 // ErrTransition is wrapped by every refused transition.
@@ -213,6 +220,9 @@ func Start(m Msg, n int) (Msg, error) {
 		}
 	case Reverting:
 		ok = ok && m.Why == BeforeLastAttempt && n == m.Max
+	case Waiting:
+		m, ok = startAfterWait(m, n)
+		base = m.Attempt
 	default:
 		ok = false
 	}
@@ -230,7 +240,10 @@ func Finish(m Msg, n int, ok bool) (Msg, error) { return End(m, n, Result{OK: ok
 // limit (r.Limit, while Waits < r.MaxWaits) does not count: Max rises by
 // one in the same step, and the limit is kept for the wait.
 func End(m Msg, n int, r Result) (Msg, error) {
-	if m.State == Finished && m.Attempt == n && m.OK == r.OK {
+	if m.State == Finished && m.Attempt == n && m.OK == r.OK && (r.Wait == nil || !r.OK) {
+		return m, nil
+	}
+	if m.State == Waiting && m.Wait != nil && m.Wait.Attempt == n && r.OK && r.Wait != nil {
 		return m, nil
 	}
 	if (m.State != Running && m.State != Interrupted) || m.Attempt != n {
@@ -238,6 +251,12 @@ func End(m Msg, n int, r Result) (Msg, error) {
 	}
 	if m.State == Interrupted && r.OK {
 		return m, refuse(m, "finish an interrupted attempt as a success")
+	}
+	if r.OK && r.Wait != nil {
+		if m.State != Running {
+			return m, refuse(m, "wait after an interrupted attempt")
+		}
+		return startWait(m, n, *r.Wait), nil
 	}
 	m.State, m.OK, m.Collected, m.Blocked = Finished, r.OK, false, r.Blocked && !r.OK
 	if !r.OK && r.Limit != nil && m.Waits < r.MaxWaits {
@@ -298,6 +317,10 @@ func Interrupt(m Msg, n int) (Msg, error) {
 // Collect records that the follow-ups of the successful attempt are in the
 // inbox.
 func Collect(m Msg) (Msg, error) {
+	if m.State == Waiting && m.Wait != nil && m.Wait.Kind == ReviewWait && m.Wait.Reply == OptionApprove {
+		m.State, m.OK, m.Collected = Finished, true, true
+		return m, nil
+	}
 	if m.State != Finished || !m.OK {
 		return m, refuse(m, "collect follow-ups")
 	}
@@ -318,6 +341,8 @@ func Revert(m Msg, why RevertCause) (Msg, error) {
 		ok = m.State == Finished && !m.OK && m.Attempt >= m.Max
 	case ForCancel:
 		ok = !m.Final() && m.State != Queued && m.State != Claimed
+	case ForReject:
+		ok = m.State == Waiting && m.Wait != nil && m.Wait.Kind == ReviewWait && m.Wait.Reply == OptionReject
 	}
 	if !ok {
 		return m, refuse(m, "revert ("+string(why)+")")
@@ -351,7 +376,7 @@ func Kill(m Msg, reason Reason) (Msg, error) {
 	switch m.State {
 	case Done:
 		return m, refuse(m, "dead-letter")
-	case Running, Finished, Interrupted:
+	case Running, Finished, Interrupted, Waiting:
 		if reason != RevertFailed {
 			return m, refuse(m, "dead-letter without reverting, as "+string(reason))
 		}

@@ -16,6 +16,8 @@ const (
 	StepRevert     Step = "revert"      // revert the tree (again: reverting is idempotent)
 	StepRevertLast Step = "revert-last" // revert before the last attempt
 	StepExhausted  Step = "exhausted"   // revert, then dead-letter RetriesExhausted
+	StepWait       Step = "wait"        // waiting for a person: leave the message until a reply or the deadline
+	StepReject     Step = "reject"      // a reviewer rejected the change: revert, then dead-letter Rejected
 	StepNone       Step = "none"        // final
 )
 
@@ -48,7 +50,12 @@ func Next(m Msg) Step {
 			return StepRevertLast
 		}
 		return StepAttempt
+	case Waiting:
+		return nextWaiting(m)
 	case Reverting:
+		if m.Why == ForReject {
+			return StepReject
+		}
 		if m.Why == BeforeLastAttempt {
 			return StepRevertLast // repeat the revert, then the last attempt
 		}
