@@ -108,6 +108,7 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 			resp.WorkersConnected++
 		}
 	}
+	resp.Waits = int32(len(s.d.Pipeline.Waits()))
 	if id, until, notice, ok := s.d.Pipeline.UsageLimitWait(); ok {
 		resp.UsageLimitWait = &decreev1.UsageLimitWait{MessageId: id, Until: timestamppb.New(until), Notice: notice}
 	}

@@ -81,6 +81,9 @@ type Hooks struct {
 	BeforeEach   string `yaml:"beforeEach"`
 	AfterEach    string `yaml:"afterEach"`
 	OnDeadLetter string `yaml:"onDeadLetter"`
+	// OnWait runs when a message starts waiting for a person (a question
+	// or a review), to notify someone.
+	OnWait string `yaml:"onWait"`
 }
 
 // RoutineSettings is one registry entry (routines: or shared_routines:).
@@ -97,6 +100,9 @@ type RoutineSettings struct {
 	// Requires lists worker labels (key=value) a worker must carry to run
 	// this routine.
 	Requires map[string]string `yaml:"requires,omitempty"`
+	// Review makes every successful attempt wait for a person's approve,
+	// reject or retry before its follow-ups are collected.
+	Review bool `yaml:"review,omitempty"`
 }
 
 // IsEnabled reports the effective enabled state: an absent key counts as

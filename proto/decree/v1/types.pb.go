@@ -235,6 +235,14 @@ const (
 	// An attempt failed on an AI tool's usage limit; the message waits until
 	// the event's until time and is then retried (the wait is no attempt).
 	EventKind_EVENT_KIND_USAGE_LIMIT_WAIT EventKind = 12
+	// A message waits for a person: its routine asked a question, or a
+	// successful attempt awaits review. wait_id names the wait, text is the
+	// question, until its deadline (if any).
+	EventKind_EVENT_KIND_WAITING EventKind = 13
+	// A reply to wait_id was recorded; text is the option.
+	EventKind_EVENT_KIND_REPLIED EventKind = 14
+	// Wait wait_id's deadline passed before any reply (outcome timed_out).
+	EventKind_EVENT_KIND_TIMED_OUT EventKind = 15
 )
 
 // Enum value maps for EventKind.
@@ -253,6 +261,9 @@ var (
 		10: "EVENT_KIND_WARNING",
 		11: "EVENT_KIND_HOOK_FINISHED",
 		12: "EVENT_KIND_USAGE_LIMIT_WAIT",
+		13: "EVENT_KIND_WAITING",
+		14: "EVENT_KIND_REPLIED",
+		15: "EVENT_KIND_TIMED_OUT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":      0,
@@ -268,6 +279,9 @@ var (
 		"EVENT_KIND_WARNING":          10,
 		"EVENT_KIND_HOOK_FINISHED":    11,
 		"EVENT_KIND_USAGE_LIMIT_WAIT": 12,
+		"EVENT_KIND_WAITING":          13,
+		"EVENT_KIND_REPLIED":          14,
+		"EVENT_KIND_TIMED_OUT":        15,
 	}
 )
 
@@ -850,7 +864,9 @@ type Event struct {
 	// The job that caused it (a ProcessMigrations job id), if any.
 	JobId string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// For USAGE_LIMIT_WAIT: when the retry starts.
-	Until         *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=until,proto3" json:"until,omitempty"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=until,proto3" json:"until,omitempty"`
+	// For WAITING, REPLIED and TIMED_OUT: the wait (<message id>-w<k>).
+	WaitId        string `protobuf:"bytes,13,opt,name=wait_id,json=waitId,proto3" json:"wait_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -967,6 +983,13 @@ func (x *Event) GetUntil() *timestamppb.Timestamp {
 		return x.Until
 	}
 	return nil
+}
+
+func (x *Event) GetWaitId() string {
+	if x != nil {
+		return x.WaitId
+	}
+	return ""
 }
 
 // UsageLimitWait is a message waiting for an AI tool's usage limit to reset.
@@ -1644,7 +1667,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\bduration\x18\v \x01(\v2\x19.google.protobuf.DurationR\bduration\x12?\n" +
 	"\x0fattempt_details\x18\f \x03(\v2\x16.decree.v1.AttemptInfoR\x0eattemptDetails\x12\x1c\n" +
 	"\tartifacts\x18\r \x03(\tR\tartifacts\x12\x1b\n" +
-	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\"\xfd\x02\n" +
+	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\"\x96\x03\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
@@ -1659,7 +1682,8 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\tworker_id\x18\n" +
 	" \x01(\tR\bworkerId\x12\x15\n" +
 	"\x06job_id\x18\v \x01(\tR\x05jobId\x120\n" +
-	"\x05until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"y\n" +
+	"\x05until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x17\n" +
+	"\await_id\x18\r \x01(\tR\x06waitId\"y\n" +
 	"\x0eUsageLimitWait\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x120\n" +
@@ -1739,7 +1763,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x13RUN_OUTCOME_RUNNING\x10\x01\x12\x19\n" +
 	"\x15RUN_OUTCOME_SUCCEEDED\x10\x02\x12\x1d\n" +
 	"\x19RUN_OUTCOME_DEAD_LETTERED\x10\x03\x12\x19\n" +
-	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\x91\x03\n" +
+	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\xdb\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVENT_KIND_MESSAGE_QUEUED\x10\x01\x12\x1e\n" +
@@ -1754,7 +1778,10 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x12EVENT_KIND_WARNING\x10\n" +
 	"\x12\x1c\n" +
 	"\x18EVENT_KIND_HOOK_FINISHED\x10\v\x12\x1f\n" +
-	"\x1bEVENT_KIND_USAGE_LIMIT_WAIT\x10\f*\x7f\n" +
+	"\x1bEVENT_KIND_USAGE_LIMIT_WAIT\x10\f\x12\x16\n" +
+	"\x12EVENT_KIND_WAITING\x10\r\x12\x16\n" +
+	"\x12EVENT_KIND_REPLIED\x10\x0e\x12\x18\n" +
+	"\x14EVENT_KIND_TIMED_OUT\x10\x0f*\x7f\n" +
 	"\rRoutineFormat\x12\x1e\n" +
 	"\x1aROUTINE_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTINE_FORMAT_SHELL\x10\x01\x12\x1b\n" +
