@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -125,6 +126,12 @@ func eventLine(ev *decreev1.Event) string {
 		return fmt.Sprintf("decree: %s attempt %d failed (exit %d)", id, ev.GetAttempt(), ev.GetExitCode())
 	case decreev1.EventKind_EVENT_KIND_USAGE_LIMIT_WAIT:
 		return usageWaitLine(ev, clock())
+	case decreev1.EventKind_EVENT_KIND_WAITING:
+		return fmt.Sprintf("decree: %s waits for a reply (%s): %s", id, ev.GetWaitId(), firstLineOf(ev.GetText()))
+	case decreev1.EventKind_EVENT_KIND_REPLIED:
+		return fmt.Sprintf("decree: %s got the reply %q (%s)", id, ev.GetText(), ev.GetWaitId())
+	case decreev1.EventKind_EVENT_KIND_TIMED_OUT:
+		return fmt.Sprintf("decree: %s: %s", id, ev.GetText())
 	case decreev1.EventKind_EVENT_KIND_MESSAGE_DONE:
 		return fmt.Sprintf("decree: %s done", id)
 	case decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD:
@@ -146,4 +153,9 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func firstLineOf(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
 }
