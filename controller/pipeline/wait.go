@@ -412,6 +412,9 @@ func (p *Pipeline) replyLocked(ctx context.Context, w *parked, waitID string, re
 	if err := writeWaitRecord(run, rec); err != nil {
 		return WaitInfo{}, fmt.Errorf("record the reply to %s: %w", waitID, err)
 	}
+	if rec.Kind == msgstate.ReviewWait && req.Option != msgstate.OptionApprove {
+		discardHeld(run, rec.Attempt)
+	}
 	if rec.Kind == msgstate.ReviewWait && req.Option == msgstate.OptionRetry {
 		text := fmt.Sprintf("# Review of attempt %d: retry\n\nA reviewer asked for another attempt of %s. Their note:\n\n%s\n", rec.Attempt, rec.MessageID, strings.TrimSpace(string(req.Note)))
 		if err := run.WriteFile(layout.FailureContextFile, []byte(text)); err != nil {
@@ -467,6 +470,7 @@ func (p *Pipeline) timeOut(ctx context.Context, id, wid string) {
 	why := fmt.Sprintf("no reply came to wait %s by its deadline %s", wid, rec.Deadline.UTC().Format(time.RFC3339))
 	text := fmt.Sprintf("# No reply\n\nAttempt %d of %s waited for a reply that did not come: %s. Its question was:\n\n%s\n\nThis attempt sees DECREE_REPLY=%s.\n",
 		rec.Attempt, id, why, rec.Question, msgstate.OptionTimedOut)
+	discardHeld(run, rec.Attempt)
 	err := writeWaitRecord(run, rec)
 	if err == nil {
 		err = run.WriteFile(layout.FailureContextFile, []byte(text))
@@ -604,4 +608,17 @@ func (p *Pipeline) onlyWaiting(chains map[string]bool) bool {
 		}
 	}
 	return true
+}
+
+// discardHeld keeps the held follow-ups of attempt n, not approved, with
+// the discarded ones.
+func discardHeld(run *store.Run, n int) {
+	held := filepath.Join(run.Dir(), layout.HeldFollowUps)
+	if _, err := os.Stat(held); err != nil {
+		return
+	}
+	dst := filepath.Join(run.Dir(), layout.DiscardedDir(n))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+		_ = os.Rename(held, dst)
+	}
 }
