@@ -191,6 +191,9 @@ func (p *Pipeline) park(ctx context.Context, m *msg, announce bool) error {
 			}
 		}
 	}
+	if !known && !rec.Deadline.IsZero() && !rec.Deadline.After(time.Now()) {
+		p.timeOut(ctx, m.e.ID, rec.ID) // no timer was armed for a deadline already past
+	}
 	return errWaiting
 }
 
@@ -220,7 +223,7 @@ func replyCommand(id string) string { return "decreectl reply " + id + " OPTION 
 func (p *Pipeline) addWaitLocked(w *parked) {
 	p.w.byID[w.rec.MessageID] = w
 	p.w.chains[w.rec.Chain]++
-	if !w.rec.Deadline.IsZero() {
+	if !w.rec.Deadline.IsZero() && w.rec.Deadline.After(time.Now()) {
 		id, wid := w.rec.MessageID, w.rec.ID
 		w.timer = time.AfterFunc(time.Until(w.rec.Deadline), func() { p.timeOut(context.Background(), id, wid) })
 	}
@@ -253,6 +256,14 @@ func (p *Pipeline) forgetWait(id string) {
 // controller last stopped.
 func (p *Pipeline) loadWaits() {
 	p.w.once.Do(func() {
+		// Deadlines that passed while no controller ran are recorded
+		// before anything asks about the waits.
+		var expired []waitRecord
+		defer func() {
+			for _, rec := range expired {
+				p.timeOut(context.Background(), rec.MessageID, rec.ID)
+			}
+		}()
 		p.w.mu.Lock()
 		defer p.w.mu.Unlock()
 		p.w.byID, p.w.chains = map[string]*parked{}, map[string]int{}
@@ -274,6 +285,9 @@ func (p *Pipeline) loadWaits() {
 				}
 			}
 			p.addWaitLocked(&parked{rec: rec, file: run.State().File, run: run})
+			if !rec.Deadline.IsZero() && !rec.Deadline.After(time.Now()) {
+				expired = append(expired, rec)
+			}
 		}
 	})
 }
