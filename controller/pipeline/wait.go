@@ -362,6 +362,9 @@ func (p *Pipeline) Reply(ctx context.Context, req ReplyRequest) (WaitInfo, error
 			return WaitInfo{}, p.refuseReply(ctx, nil, msgID, req, fmt.Errorf("%w: message %s has not run (no run directory), so it asked nothing", ErrNotWaiting, msgID))
 		}
 		v := run.Machine()
+		if rec, ok := sameRequest(run, v, waitID, req); ok {
+			return waitInfo(rec), nil // a retried request: acknowledged again
+		}
 		if !v.Pending() || time.Now().After(deadline) || ctx.Err() != nil {
 			return WaitInfo{}, p.refuseReply(ctx, run, msgID, req, notWaiting(run, v, waitID))
 		}
@@ -374,6 +377,9 @@ func (p *Pipeline) Reply(ctx context.Context, req ReplyRequest) (WaitInfo, error
 
 // notWaiting explains why a message takes no reply now.
 func notWaiting(run *store.Run, v msgstate.Msg, waitID string) error {
+	if waitID == "" && v.State == msgstate.Waiting && v.Wait != nil {
+		waitID = v.Wait.ID // answered, not yet acted on
+	}
 	if waitID != "" {
 		if k := waitNumber(waitID); k >= 1 && k <= v.Waited {
 			if rec, err := readWaitRecord(run, k); err == nil && rec.Reply != nil {
@@ -635,4 +641,24 @@ func discardHeld(run *store.Run, n int) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
 		_ = os.Rename(held, dst)
 	}
+}
+
+// sameRequest reports whether req (with a request id) is the reply
+// already recorded for its wait: a client's retry after a lost answer.
+func sameRequest(run *store.Run, v msgstate.Msg, waitID string, req ReplyRequest) (waitRecord, bool) {
+	if req.RequestID == "" {
+		return waitRecord{}, false
+	}
+	k := v.Waited
+	if waitID != "" {
+		k = waitNumber(waitID)
+	}
+	if k < 1 || k > v.Waited {
+		return waitRecord{}, false
+	}
+	rec, err := readWaitRecord(run, k)
+	if err != nil || rec.Reply == nil || rec.Reply.RequestID != req.RequestID || rec.Reply.Option != req.Option {
+		return waitRecord{}, false
+	}
+	return rec, true
 }
