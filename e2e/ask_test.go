@@ -112,3 +112,52 @@ func TestAskReplyNextAttemptReadsTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestAskMalformedQuestionFailsTheAttempt: a question file that is not
+// valid fails the attempt by the retry rules with an error saying what is
+// wrong; nothing waits.
+func TestAskMalformedQuestionFailsTheAttempt(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+	p.routine("develop", "", `echo '{"question": "Tabs?", "options": ["yes", "no"]}' > "$DECREE_ASK_FILE"`)
+	r := p.ctl("", "run", "-m", "work", "-p", "x")
+	mustCode(t, r, 1)
+	contains(t, "run's output", r.stderr, "is not valid")
+	contains(t, "run's output", r.stderr, "must be an object")
+	if w := p.waits(); len(w.Waits) != 0 {
+		t.Errorf("waits = %+v", w)
+	}
+	if dead := p.messages(".decree/inbox/dead"); len(dead) != 1 {
+		t.Errorf("dead = %v", dead)
+	}
+}
+
+// TestAskWaitingMigrationBlocksLaterOnes: process stops at a migration
+// that waits (exit 3, the wait listed); after the reply the next process
+// finishes it and only then runs the later migration.
+func TestAskWaitingMigrationBlocksLaterOnes(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+	p.routine("develop", "", `name=$(basename "$spec_file" .spec.md)
+echo "$name ${DECREE_REPLY:-none}" >> .decree/ran.txt
+if [ "$name" = 01-asks ] && [ -z "${DECREE_REPLY:-}" ]; then
+  echo '{"question": "Which database?", "options": {"pg": "PostgreSQL", "lite": "SQLite"}}' > "$DECREE_ASK_FILE"
+fi`)
+	p.write(".decree/migrations/01-asks.spec.md", "first\n")
+	p.write(".decree/migrations/02-later.spec.md", "second\n")
+	r := p.ctl("", "process")
+	mustCode(t, r, 3)
+	contains(t, "process output", r.stderr, "Which database?")
+	if got := p.read(".decree/ran.txt"); got != "01-asks none\n" {
+		t.Fatalf("ran:\n%s\n%s", got, r)
+	}
+	id := p.onlyRun()
+	mustCode(t, p.ctl("", "reply", id, "lite"), 0)
+	mustCode(t, p.ctl("", "process"), 0)
+	if got := p.read(".decree/ran.txt"); got != "01-asks none\n01-asks lite\n02-later none\n" {
+		t.Errorf("ran:\n%s", got)
+	}
+	contains(t, "processed.md", p.read(".decree/processed.md"), "02-later.spec.md")
+}

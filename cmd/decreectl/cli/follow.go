@@ -117,7 +117,7 @@ func eventLine(ev *decreev1.Event) string {
 	case decreev1.EventKind_EVENT_KIND_ATTEMPT_STARTED:
 		return fmt.Sprintf("decree: %s attempt %d started", id, ev.GetAttempt())
 	case decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED:
-		if ev.GetExitCode() == 0 {
+		if ev.GetExitCode() == 0 && ev.GetText() == "" {
 			return fmt.Sprintf("decree: %s attempt %d succeeded", id, ev.GetAttempt())
 		}
 		if t := ev.GetText(); t != "" && t != fmt.Sprintf("exit code %d", ev.GetExitCode()) {
