@@ -15,11 +15,12 @@ import (
 // reply writes what it got. Every run is counted outside the tree.
 const askRoutine = `echo "$message_id ${DECREE_REPLY:-none}" >> .decree/ran.txt
 if [ -n "${DECREE_REPLY:-}" ]; then
-  echo "answer=$DECREE_REPLY note=$(cat "${DECREE_REPLY_FILE:-/dev/null}")" > "answer-$message_id.txt"
+  echo "answer=$DECREE_REPLY note=$(cd / && cat "${DECREE_REPLY_FILE:-/dev/null}")" > "answer-$message_id.txt"
   exit 0
 fi
 echo partial > "partial-$message_id.txt"
-cat > "$DECREE_ASK_FILE" <<'J'
+# The paths are absolute: they work from any directory.
+(cd / && cat > "$DECREE_ASK_FILE") <<'J'
 {"question": "Indent with tabs?", "options": {"yes": "use tabs", "no": "use spaces"}}
 J`
 

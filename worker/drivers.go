@@ -93,7 +93,7 @@ func runRoutine(ctx context.Context, o ExecOptions, plugins *plugin.Pool, a *dec
 	}
 	var env []string
 	for _, k := range sortedKeys(a.GetEnv()) {
-		env = append(env, k+"="+a.GetEnv()[k])
+		env = append(env, k+"="+runFileEnv(ws, k, a.GetEnv()[k]))
 	}
 	h, err := d.Start(ctx, driver.TaskConfig{
 		Routine:        r.GetName(),
@@ -193,4 +193,17 @@ func routineFile(ws string, r *decreev1.RoutineRef) (string, error) {
 		return "", fmt.Errorf("routine %s: %w", r.GetName(), err)
 	}
 	return full, nil
+}
+
+// runFileEnv makes the run-directory files the controller names in the
+// environment (DECREE_ASK_FILE, DECREE_REPLY_FILE), relative to the
+// workspace, absolute: a routine that changes directory still finds them.
+func runFileEnv(ws, key, v string) string {
+	switch key {
+	case "DECREE_ASK_FILE", "DECREE_REPLY_FILE":
+		if full, err := fsutil.ConfinedJoin(ws, v); err == nil && v != "" && !filepath.IsAbs(v) {
+			return full
+		}
+	}
+	return v
 }
