@@ -105,3 +105,28 @@ func TestAskSurvivesControllerKill(t *testing.T) {
 	mustCode(t, p.ctl("", "reply", id+"-w1", "no"), 5) // a duplicate: that wait was answered
 	mustCode(t, p.ctl("", "reply", id, "no"), 4)       // stale: the message is done
 }
+
+// TestAskReplicaWorker: a worker with its own replica of the tree returns
+// the question file; the reply's note travels to the next attempt there,
+// and its change comes back to the controller's tree.
+func TestAskReplicaWorker(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+	p.routine("develop", "", askRoutine)
+	startController(t, p)
+	ws := t.TempDir()
+	start(t, ws, "decree-worker", "--controller", "unix://"+p.path(".decree/decree.sock"), "--workspace", ws, "--id", "replica")
+	p.write(".decree/inbox/asks.md", "ask me\n")
+	testtool.WaitFor(t, 30*time.Second, "the message to wait", func() bool { return strings.Contains(p.read(".decree/events.jsonl"), `"kind":"waiting"`) })
+	id := p.onlyRun()
+	if w := p.waits(); len(w.Waits) != 1 || w.Waits[0].Question != "Indent with tabs?" {
+		t.Fatalf("waits = %+v", w)
+	}
+	mustCode(t, p.ctl("", "reply", id, "yes", "-m", "from afar"), 0)
+	testtool.WaitFor(t, 30*time.Second, "the message to be done", func() bool { return len(p.messages(".decree/inbox/done")) == 1 })
+	if got := p.read("answer-" + id + ".txt"); got != "answer=yes note=from afar\n" {
+		t.Errorf("answer = %q", got)
+	}
+	contains(t, "the asking attempt's work", p.read("partial-"+id+".txt"), "partial")
+}

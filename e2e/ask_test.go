@@ -162,3 +162,24 @@ fi`)
 	}
 	contains(t, "processed.md", p.read(".decree/processed.md"), "02-later.spec.md")
 }
+
+// TestAskCancelWhileWaiting: cancelling a waiting message reverts the
+// asking attempt's change, dead-letters it, and later replies are refused.
+func TestAskCancelWhileWaiting(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+	p.routine("develop", "", askRoutine)
+	before := p.tree()
+	mustCode(t, p.ctl("", "run", "-m", "work", "-p", "x"), 3)
+	id := p.onlyRun()
+	mustCode(t, p.ctl("", "cancel", id), 0)
+	p.sameTree(before)
+	if w := p.waits(); len(w.Waits) != 0 {
+		t.Errorf("waits = %+v", w)
+	}
+	mustCode(t, p.ctl("", "reply", id+"-w1", "yes"), 4)
+	if dead := p.messages(".decree/inbox/dead"); len(dead) != 1 {
+		t.Errorf("dead = %v", dead)
+	}
+}
