@@ -77,28 +77,34 @@ func TestWaitTransitions(t *testing.T) {
 			at(Reverting, 1, 4, asked(""), why(ForCancel), func(m *Msg) { m.Cancel = "stop" }), nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.step(tc.from)
-			if tc.err != nil {
-				if !errors.Is(err, tc.err) {
-					t.Fatalf("want %v, got %+v, %v", tc.err, got, err)
-				}
-				if !reflect.DeepEqual(got, tc.from) {
-					t.Errorf("a refused step changed the value: %+v", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got  %+v %+v\nwant %+v %+v", got, got.Wait, tc.want, tc.want.Wait)
-			}
-			again, err := tc.step(got)
-			if err != nil || !reflect.DeepEqual(again, got) {
-				t.Errorf("replay: %+v, %v; want %+v unchanged", again, err, got)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkStep(t, tc.from, tc.step, tc.want, tc.err) })
+	}
+}
+
+// checkStep applies step to from: refused (wantErr set) it must fail with
+// wantErr and leave the value as it was; allowed it must give want, and
+// replayed after a crash it must change nothing.
+func checkStep(t *testing.T, from Msg, step func(Msg) (Msg, error), want Msg, wantErr error) {
+	t.Helper()
+	got, err := step(from)
+	if wantErr != nil {
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("want %v, got %+v, %v", wantErr, got, err)
+		}
+		if !reflect.DeepEqual(got, from) {
+			t.Errorf("a refused step changed the value: %+v", got)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v %+v\nwant %+v %+v", got, got.Wait, want, want.Wait)
+	}
+	again, err := step(got)
+	if err != nil || !reflect.DeepEqual(again, got) {
+		t.Errorf("replay: %+v, %v; want %+v unchanged", again, err, got)
 	}
 }
 

@@ -314,7 +314,7 @@ func waitInfo(rec waitRecord) WaitInfo {
 	wi := WaitInfo{ID: rec.ID, MessageID: rec.MessageID, Chain: rec.Chain, Routine: rec.Routine, Kind: string(rec.Kind),
 		Attempt: rec.Attempt, Question: rec.Question, Asked: rec.Asked, Deadline: rec.Deadline}
 	for _, o := range rec.Options {
-		wi.Options = append(wi.Options, WaitOption{Name: o.Name, Meaning: o.Meaning})
+		wi.Options = append(wi.Options, WaitOption(o))
 	}
 	return wi
 }

@@ -12,6 +12,8 @@ import (
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // exitWaiting is the exit status of run and process when they end with
@@ -137,19 +139,18 @@ daemon, run ` + "`decreectl process`" + ` afterwards to go on.`,
 	return cmd
 }
 
-// replyError maps a refused reply to an exit status.
+// replyError maps a refused reply to an exit status by its gRPC code.
 func replyError(err error) error {
-	err = describe(err)
 	code := 1
-	switch {
-	case strings.Contains(err.Error(), "FailedPrecondition"), strings.Contains(err.Error(), "not waiting"):
+	switch status.Code(err) {
+	case codes.FailedPrecondition:
 		code = 4
-	case strings.Contains(err.Error(), "unknown option"):
+	case codes.InvalidArgument:
 		code = 2
-	case strings.Contains(err.Error(), "already answered"):
+	case codes.AlreadyExists:
 		code = 5
 	}
-	return &exitError{code: code, msg: err.Error()}
+	return &exitError{code: code, msg: describe(err).Error()}
 }
 
 func newRequestID() string {
