@@ -3,6 +3,7 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/decreehq/decree/internal/testtool"
 )
@@ -111,5 +112,39 @@ func TestReviewRetry(t *testing.T) {
 	}
 	if got := p.messages(".decree/inbox/done"); len(got) != 2 {
 		t.Errorf("done = %v", got)
+	}
+}
+
+// TestReviewApproveWithOtherChainsQueued: while a review waits, another
+// chain queues a follow-up that then waits itself; approving the review
+// collects only the reviewed attempt's follow-up, never the other chain's
+// queued message (the inbox is looked at afresh at the approval).
+func TestReviewApproveWithOtherChainsQueued(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: plain\nroutines:\n  reviewed:\n    review: true\n")
+	p.routine("reviewed", "", `echo reviewed > reviewed.txt
+printf -- '---\nroutine: plain\n---\nafter review\n' > .decree/outbox/next.md`)
+	p.routine("chainer", "", `printf -- '---\nroutine: asker\n---\nask later\n' > .decree/outbox/next.md`)
+	p.routine("asker", "", askRoutine)
+	p.routine("plain", "", `echo "$message_id" >> .decree/plain.txt`)
+	startController(t, p)
+	startWorker(t, p, "w1")
+	p.write(".decree/inbox/a.md", "---\nroutine: reviewed\n---\nreview me\n")
+	testtool.WaitFor(t, 30*time.Second, "the review to wait", func() bool { return len(p.waits().Waits) == 1 })
+	a := p.waits().Waits[0]
+	p.write(".decree/inbox/b.md", "---\nroutine: chainer\n---\nchain on\n")
+	testtool.WaitFor(t, 30*time.Second, "the other chain's follow-up to wait", func() bool { return len(p.waits().Waits) == 2 })
+	mustCode(t, p.ctl("", "reply", a.ID, "approve"), 0)
+	testtool.WaitFor(t, 30*time.Second, "the approved follow-up to run", func() bool { return p.exists(".decree/plain.txt") })
+	if dead := p.messages(".decree/inbox/dead"); len(dead) != 0 {
+		t.Fatalf("dead = %v: %s", dead, p.read(".decree/inbox/dead/"+dead[0]+".dead.txt"))
+	}
+	w := p.waits()
+	if len(w.Waits) != 1 || w.Waits[0].Kind != "ask" {
+		t.Fatalf("waits = %+v, want the other chain's question", w)
+	}
+	if !strings.HasPrefix(strings.TrimSpace(p.read(".decree/plain.txt")), a.MessageID[:16]+"-1") {
+		t.Errorf("plain ran %q, want the reviewed chain's follow-up", p.read(".decree/plain.txt"))
 	}
 }

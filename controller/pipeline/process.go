@@ -156,10 +156,8 @@ func (p *Pipeline) perform(ctx, runCtx context.Context, m *msg, v msgstate.Msg, 
 	case msgstate.StepReject:
 		return p.reject(ctx, m)
 	case msgstate.StepCollect:
-		if v.State == msgstate.Waiting { // approved: its follow-ups come back first
-			if err := p.restoreHeld(m.run); err != nil {
-				return err
-			}
+		if v.State == msgstate.Waiting { // approved: its follow-ups come back first (wait.go)
+			return p.collectApproved(ctx, m)
 		}
 		before, ok := m.run.InboxSnapshot()
 		if !ok {

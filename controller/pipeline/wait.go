@@ -564,6 +564,9 @@ func (p *Pipeline) restoreHeld(run *store.Run) error {
 			continue
 		}
 		for _, de := range ents {
+			if de.Name() == snapshotMarker {
+				continue
+			}
 			dst := layout.Path(p.d.Store.Root(), area, de.Name())
 			if _, err := os.Lstat(dst); err == nil {
 				continue
@@ -661,4 +664,47 @@ func sameRequest(run *store.Run, v msgstate.Msg, waitID string, req ReplyRequest
 		return waitRecord{}, false
 	}
 	return rec, true
+}
+
+// snapshotMarker, in the held follow-ups' directory, says the inbox
+// snapshot of an approval is recorded (restoring may have begun).
+const snapshotMarker = ".snapshot-recorded"
+
+// collectApproved collects the follow-ups of an approved attempt. The
+// inbox may have changed a lot while the review waited (other chains'
+// follow-ups queued), so the snapshot taken before the attempt no longer
+// says what is new: a fresh one is recorded first (once: a replay after a
+// crash uses it), then the held follow-ups go back and are collected
+// against it.
+func (p *Pipeline) collectApproved(ctx context.Context, m *msg) error {
+	held := filepath.Join(m.run.Dir(), layout.HeldFollowUps)
+	marker := filepath.Join(held, snapshotMarker)
+	before, ok := store.InboxSnapshot{}, false
+	if _, err := os.Stat(marker); err == nil {
+		before, ok = m.run.InboxSnapshot()
+	}
+	if !ok {
+		snap, err := p.d.Store.SnapshotInbox()
+		if err != nil {
+			return err
+		}
+		defer p.d.Store.ReleaseSnapshot()
+		if err := m.run.RecordInboxSnapshot(snap); err != nil {
+			return err
+		}
+		if err := m.run.Commit(); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(held, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			return err
+		}
+		before = snap
+	}
+	if err := p.restoreHeld(m.run); err != nil {
+		return err
+	}
+	return p.collect(ctx, m, before)
 }
