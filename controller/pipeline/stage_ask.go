@@ -45,7 +45,13 @@ type question struct {
 	Question string
 	Options  []waitOption
 	Timeout  time.Duration
+	// Context is handed back to the attempt after the reply as
+	// DECREE_ASK_CONTEXT (a tree names its asking node there).
+	Context string
 }
+
+// maxAskContext bounds a question's context.
+const maxAskContext = 4 << 10
 
 // waitOption is an option with what it means.
 type waitOption struct {
@@ -63,13 +69,17 @@ func parseQuestion(data []byte) (question, error) {
 		Question string          `json:"question"`
 		Options  json.RawMessage `json:"options"`
 		Timeout  string          `json:"timeout"`
+		Context  string          `json:"context"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
 		return question{}, fmt.Errorf("not the expected JSON object {\"question\": \"...\", \"options\": {\"yes\": \"...\"}, \"timeout\": \"24h\"}: %w", err)
 	}
-	q := question{Question: strings.TrimSpace(raw.Question)}
+	q := question{Question: strings.TrimSpace(raw.Question), Context: raw.Context}
+	if len(q.Context) > maxAskContext {
+		return q, fmt.Errorf(`"context" is longer than %d KiB; keep state in a file and name it there`, maxAskContext>>10)
+	}
 	if q.Question == "" {
 		return q, errors.New(`"question" is missing or empty`)
 	}
@@ -162,7 +172,7 @@ func (s *askStage) after(_ context.Context, m *msg, n int, end *attemptEnd) {
 		end.errText = fmt.Sprintf("the routine asked a question, but %s is not valid: %v. Write {\"question\": \"...\", \"options\": {\"yes\": \"...\"}, \"timeout\": \"24h\"} (timeout optional)", layout.AskFileName(n), err)
 		return
 	case asked:
-		rec.Kind, rec.Question, rec.Options = msgstate.AskWait, q.Question, q.Options
+		rec.Kind, rec.Question, rec.Options, rec.Context = msgstate.AskWait, q.Question, q.Options, q.Context
 		if q.Timeout > 0 {
 			rec.Deadline = rec.Asked.Add(q.Timeout)
 		}
@@ -244,6 +254,9 @@ func waitEnv(run *store.Run, id string, n int, env map[string]string) []string {
 	}
 	env["DECREE_WAIT_ID"] = w.ID
 	env["DECREE_REPLY"] = w.Reply
+	if rec, err := readWaitRecord(run, v.Waited); err == nil && rec.Context != "" {
+		env["DECREE_ASK_CONTEXT"] = rec.Context
+	}
 	if w.Reply == msgstate.OptionTimedOut {
 		return nil
 	}

@@ -18,6 +18,8 @@ func TestParseQuestion(t *testing.T) {
 		{"two options in order", `{"question":"Tabs?","options":{"zebra":"z","apple":"a"}}`, []string{"zebra", "apple"}, 0, ""},
 		{"timeout", `{"question":"Q","options":{"yes":""},"timeout":"90m"}`, []string{"yes"}, 90 * time.Minute, ""},
 		{"days", `{"question":"Q","options":{"yes":""},"timeout":"2d"}`, []string{"yes"}, 48 * time.Hour, ""},
+		{"context", `{"question":"Q","options":{"yes":""},"context":"tree-node:7"}`, []string{"yes"}, 0, ""},
+		{"context too long", `{"question":"Q","options":{"yes":""},"context":"` + strings.Repeat("x", 5000) + `"}`, nil, 0, "longer than"},
 		{"not json", `question: x`, nil, 0, "not the expected JSON object"},
 		{"unknown field", `{"question":"Q","options":{"yes":""},"timout":"1h"}`, nil, 0, "unknown field"},
 		{"no question", `{"options":{"yes":""}}`, nil, 0, `"question" is missing`},

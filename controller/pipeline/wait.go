@@ -61,6 +61,7 @@ type waitRecord struct {
 	Options   []waitOption      `json:"options"`
 	Asked     time.Time         `json:"asked"`
 	Deadline  time.Time         `json:"deadline,omitzero"`
+	Context   string            `json:"context,omitempty"`
 	Reply     *replyRecord      `json:"reply,omitempty"`
 }
 
