@@ -373,3 +373,12 @@ func (p *Pipeline) onlyWaiting(chains map[string]bool) bool {
 	}
 	return true
 }
+
+// IsWaiting reports whether message id waits for a person.
+func (p *Pipeline) IsWaiting(id string) bool {
+	p.loadWaits()
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	_, ok := p.w.byID[id]
+	return ok
+}

@@ -30,6 +30,8 @@ func (s *ControllerServer) messageView(v store.MessageView) *decreev1.MessageInf
 	mi := messageInfo(v)
 	if running, _, attempt, busy := s.d.Pipeline.Running(); busy && (v.State == store.StateQueued || v.State == store.StateInterrupted) && v.ID == running {
 		mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
+	} else if v.State == store.StateQueued && s.d.Pipeline.IsWaiting(v.ID) {
+		mi.State = decreev1.MessageState_MESSAGE_STATE_WAITING
 	}
 	return mi
 }

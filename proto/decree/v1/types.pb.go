@@ -41,6 +41,9 @@ const (
 	// decreectl): its partial changes are in the tree. Resume it with
 	// `decreectl process`, or drop it (reverting) with `decreectl cancel`.
 	MessageState_MESSAGE_STATE_INTERRUPTED MessageState = 5
+	// Queued, waiting for a person's reply (a question or a review);
+	// ListWaits says to what.
+	MessageState_MESSAGE_STATE_WAITING MessageState = 6
 )
 
 // Enum value maps for MessageState.
@@ -52,6 +55,7 @@ var (
 		3: "MESSAGE_STATE_DONE",
 		4: "MESSAGE_STATE_DEAD",
 		5: "MESSAGE_STATE_INTERRUPTED",
+		6: "MESSAGE_STATE_WAITING",
 	}
 	MessageState_value = map[string]int32{
 		"MESSAGE_STATE_UNSPECIFIED": 0,
@@ -60,6 +64,7 @@ var (
 		"MESSAGE_STATE_DONE":        3,
 		"MESSAGE_STATE_DEAD":        4,
 		"MESSAGE_STATE_INTERRUPTED": 5,
+		"MESSAGE_STATE_WAITING":     6,
 	}
 )
 
@@ -1745,14 +1750,15 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x125\n" +
-	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration*\xb1\x01\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration*\xcc\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MESSAGE_STATE_QUEUED\x10\x01\x12\x19\n" +
 	"\x15MESSAGE_STATE_RUNNING\x10\x02\x12\x16\n" +
 	"\x12MESSAGE_STATE_DONE\x10\x03\x12\x16\n" +
 	"\x12MESSAGE_STATE_DEAD\x10\x04\x12\x1d\n" +
-	"\x19MESSAGE_STATE_INTERRUPTED\x10\x05*Y\n" +
+	"\x19MESSAGE_STATE_INTERRUPTED\x10\x05\x12\x19\n" +
+	"\x15MESSAGE_STATE_WAITING\x10\x06*Y\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_TYPE_TASK\x10\x01\x12\x15\n" +
