@@ -56,7 +56,7 @@ func printWaits(w io.Writer, waits []*decreev1.Wait, now time.Time) {
 		}
 		deadline := "none"
 		if d := wt.GetDeadline(); d != nil {
-			deadline = fmt.Sprintf("%s (in %s)", d.AsTime().Local().Format(time.RFC3339), d.AsTime().Sub(now).Round(time.Second))
+			deadline = fmt.Sprintf("%s (in %s)", d.AsTime().In(now.Location()).Format(time.RFC3339), d.AsTime().Sub(now).Round(time.Second))
 		}
 		fmt.Fprintf(w, "%s  %s of %s (attempt %d), waiting %s, deadline %s\n", wt.GetId(), wt.GetKind(), wt.GetMessageId(), wt.GetAttempt(), age, deadline)
 		fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(strings.TrimSpace(wt.GetQuestion()), "\n", "\n  "))
