@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/decreehq/decree/controller/pipeline"
@@ -31,7 +32,7 @@ func (s *ControllerServer) Reply(ctx context.Context, req *decreev1.ReplyRequest
 	}
 	w, err := s.d.Pipeline.Reply(ctx, pipeline.ReplyRequest{To: req.GetTo(), Option: req.GetOption(), Note: req.GetNote(), RequestID: req.GetRequestId(), Via: "api"})
 	if err != nil {
-		return nil, Status(err)
+		return nil, replyStatus(err)
 	}
 	return &decreev1.ReplyResponse{Wait: waitProto(w), Option: req.GetOption()}, nil
 }
@@ -58,4 +59,25 @@ func waitProto(w pipeline.WaitInfo) *decreev1.Wait {
 		out.Deadline = timestamppb.New(w.Deadline)
 	}
 	return out
+}
+
+// replyStatus maps a refused reply to its gRPC code.
+func replyStatus(err error) error {
+	switch {
+	case errors.Is(err, pipeline.ErrBadOption):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, pipeline.ErrAnswered):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, pipeline.ErrNotWaiting):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return Status(err)
+}
+
+// withWait marks a queued message that waits for a person.
+func (s *ControllerServer) withWait(mi *decreev1.MessageInfo) *decreev1.MessageInfo {
+	if mi.GetState() == decreev1.MessageState_MESSAGE_STATE_QUEUED && s.d.Pipeline.IsWaiting(mi.GetId()) {
+		mi.State = decreev1.MessageState_MESSAGE_STATE_WAITING
+	}
+	return mi
 }

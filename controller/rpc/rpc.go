@@ -67,15 +67,13 @@ func Status(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, lease.ErrLeaseEnded):
 		code = codes.FailedPrecondition
-	case errors.Is(err, lease.ErrInvalid), errors.Is(err, fsutil.ErrUnsafePath), errors.Is(err, pipeline.ErrInvalid), errors.Is(err, pipeline.ErrBadOption):
+	case errors.Is(err, lease.ErrInvalid), errors.Is(err, fsutil.ErrUnsafePath), errors.Is(err, pipeline.ErrInvalid):
 		code = codes.InvalidArgument
 	case errors.Is(err, store.ErrDamaged):
 		code = codes.DataLoss
 	case errors.Is(err, pipeline.ErrNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, routine.ErrRoutineNotFound), errors.Is(err, fs.ErrNotExist):
 		code = codes.NotFound
-	case errors.Is(err, pipeline.ErrAnswered):
-		code = codes.AlreadyExists
-	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy), errors.Is(err, config.ErrInvalid), errors.Is(err, pipeline.ErrNotWaiting):
+	case errors.Is(err, pipeline.ErrConflict), errors.Is(err, pipeline.ErrBusy), errors.Is(err, config.ErrInvalid):
 		code = codes.FailedPrecondition
 	case errors.As(err, &gap):
 		code = codes.OutOfRange

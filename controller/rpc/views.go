@@ -19,7 +19,7 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 	}
 	out := make([]*decreev1.MessageInfo, 0, len(views))
 	for _, v := range views {
-		out = append(out, s.messageView(v))
+		out = append(out, s.withWait(s.messageView(v)))
 	}
 	return out, nil
 }
@@ -30,8 +30,6 @@ func (s *ControllerServer) messageView(v store.MessageView) *decreev1.MessageInf
 	mi := messageInfo(v)
 	if running, _, attempt, busy := s.d.Pipeline.Running(); busy && (v.State == store.StateQueued || v.State == store.StateInterrupted) && v.ID == running {
 		mi.State, mi.Attempts = decreev1.MessageState_MESSAGE_STATE_RUNNING, int32(attempt)
-	} else if v.State == store.StateQueued && s.d.Pipeline.IsWaiting(v.ID) {
-		mi.State = decreev1.MessageState_MESSAGE_STATE_WAITING
 	}
 	return mi
 }
