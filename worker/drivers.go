@@ -196,9 +196,10 @@ func routineFile(ws string, r *decreev1.RoutineRef) (string, error) {
 }
 
 // workspacePathEnv are assignment variables holding a path relative to
-// the workspace (the usage file in the run directory): the routine gets
-// it absolute, so it may change directory and still write there.
-var workspacePathEnv = map[string]bool{"DECREE_USAGE_FILE": true}
+// the workspace (the usage, question and reply files in the run
+// directory): the routine gets them absolute, so it may change directory
+// and still find them.
+var workspacePathEnv = map[string]bool{"DECREE_USAGE_FILE": true, "DECREE_ASK_FILE": true, "DECREE_REPLY_FILE": true}
 
 // workspaceEnv returns the value of assignment variable k for the routine.
 func workspaceEnv(ws, k, v string) string {

@@ -20,6 +20,11 @@ const (
 	Warning         Kind = "warning"
 	HookFinished    Kind = "hook_finished"
 	UsageLimitWait  Kind = "usage_limit_wait"
+	// A message waits for a person (a question or a review), a reply was
+	// recorded, or the wait's deadline passed first.
+	Waiting  Kind = "waiting"
+	Replied  Kind = "replied"
+	TimedOut Kind = "timed_out"
 )
 
 // Event is one thing that happened in the controller. The event log
@@ -38,4 +43,7 @@ type Event struct {
 	JobID     string    `json:"job_id,omitempty"`
 	// Until is when a usage-limit wait ends (UsageLimitWait).
 	Until time.Time `json:"until,omitzero"`
+	// WaitID names the wait of Waiting, Replied and TimedOut (Until is
+	// then its deadline, if it has one).
+	WaitID string `json:"wait_id,omitempty"`
 }

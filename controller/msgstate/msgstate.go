@@ -19,6 +19,7 @@
 //	finished(n, limited) -> running(n+1), max+1     (after the reset)
 //	finished(n, over budget) -> reverting(budget) -> dead(BudgetExceeded)
 //	any state before done -> dead(reason)           (refused, cancelled, ...)
+//	running(n) -> waiting(n) -> ...                (a person answers: wait.go)
 //
 // An interrupted attempt (the controller shut down: Ctrl-C, SIGTERM) is not
 // a failure. The loop puts the tree back to where that attempt started
@@ -121,6 +122,9 @@ type Result struct {
 	// OverBudget: the message's cost went over its budget during the
 	// attempt. The attempt fails and no other follows.
 	OverBudget bool
+	// Wait, on a successful attempt (exit 0), makes it wait for a person
+	// (wait.go): a question the routine asked, or a review.
+	Wait *Wait
 }
 
 // Msg is one message's state: the single value the loop carries and
@@ -159,6 +163,9 @@ type Msg struct {
 	// OverBudget is set in Finished when the attempt ended over the
 	// message's budget; it stays through Reverting and Dead.
 	OverBudget bool `json:"over_budget,omitempty"`
+	// Wait is the latest wait for a person (wait.go); Waited counts them.
+	Wait   *Wait `json:"wait,omitempty"`
+	Waited int   `json:"waited,omitempty"`
 }
 
 // ErrTransition is wrapped by every refused transition.
@@ -225,6 +232,9 @@ func Start(m Msg, n int) (Msg, error) {
 		}
 	case Reverting:
 		ok = ok && m.Why == BeforeLastAttempt && n == m.Max
+	case Waiting:
+		m, ok = startAfterWait(m, n)
+		base = m.Attempt
 	default:
 		ok = false
 	}
@@ -243,9 +253,12 @@ func Finish(m Msg, n int, ok bool) (Msg, error) { return End(m, n, Result{OK: ok
 // one in the same step, and the limit is kept for the wait.
 func End(m Msg, n int, r Result) (Msg, error) {
 	if r.OverBudget {
-		r.OK, r.Limit = false, nil
+		r.OK, r.Limit, r.Wait = false, nil, nil
 	}
-	if m.State == Finished && m.Attempt == n && m.OK == r.OK && m.OverBudget == r.OverBudget {
+	if m.State == Finished && m.Attempt == n && m.OK == r.OK && m.OverBudget == r.OverBudget && (r.Wait == nil || !r.OK) {
+		return m, nil
+	}
+	if m.State == Waiting && m.Wait != nil && m.Wait.Attempt == n && r.OK && r.Wait != nil {
 		return m, nil
 	}
 	if (m.State != Running && m.State != Interrupted) || m.Attempt != n {
@@ -253,6 +266,12 @@ func End(m Msg, n int, r Result) (Msg, error) {
 	}
 	if m.State == Interrupted && r.OK {
 		return m, refuse(m, "finish an interrupted attempt as a success")
+	}
+	if r.OK && r.Wait != nil {
+		if m.State != Running {
+			return m, refuse(m, "wait after an interrupted attempt")
+		}
+		return startWait(m, n, *r.Wait), nil
 	}
 	m.State, m.OK, m.Collected, m.Blocked, m.OverBudget = Finished, r.OK, false, r.Blocked && !r.OK, r.OverBudget
 	if !r.OK && r.Limit != nil && m.Waits < r.MaxWaits {
@@ -313,6 +332,10 @@ func Interrupt(m Msg, n int) (Msg, error) {
 // Collect records that the follow-ups of the successful attempt are in the
 // inbox.
 func Collect(m Msg) (Msg, error) {
+	if m.State == Waiting && m.Wait != nil && m.Wait.Kind == ReviewWait && m.Wait.Reply == OptionApprove {
+		m.State, m.OK, m.Collected = Finished, true, true
+		return m, nil
+	}
 	if m.State != Finished || !m.OK {
 		return m, refuse(m, "collect follow-ups")
 	}
@@ -335,6 +358,8 @@ func Revert(m Msg, why RevertCause) (Msg, error) {
 		ok = m.State == Finished && m.OverBudget
 	case ForCancel:
 		ok = !m.Final() && m.State != Queued && m.State != Claimed
+	case ForReject:
+		ok = m.State == Waiting && m.Wait != nil && m.Wait.Kind == ReviewWait && m.Wait.Reply == OptionReject
 	}
 	if !ok {
 		return m, refuse(m, "revert ("+string(why)+")")
@@ -368,7 +393,7 @@ func Kill(m Msg, reason Reason) (Msg, error) {
 	switch m.State {
 	case Done:
 		return m, refuse(m, "dead-letter")
-	case Running, Finished, Interrupted:
+	case Running, Finished, Interrupted, Waiting:
 		if reason != RevertFailed {
 			return m, refuse(m, "dead-letter without reverting, as "+string(reason))
 		}

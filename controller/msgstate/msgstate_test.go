@@ -1,7 +1,6 @@
 package msgstate
 
 import (
-	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -105,27 +104,11 @@ func TestTransitions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.step(tc.from)
+			var want error
 			if tc.bad {
-				if !errors.Is(err, ErrTransition) {
-					t.Fatalf("want ErrTransition, got %+v, %v", got, err)
-				}
-				if !reflect.DeepEqual(got, tc.from) {
-					t.Errorf("a refused step changed the value: %+v", got)
-				}
-				return
+				want = ErrTransition
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
-			}
-			// Replayed after a crash, the step changes nothing.
-			again, err := tc.step(got)
-			if err != nil || !reflect.DeepEqual(again, got) {
-				t.Errorf("replay: %+v, %v; want %+v unchanged", again, err, got)
-			}
+			checkStep(t, tc.from, tc.step, tc.want, want)
 		})
 	}
 }

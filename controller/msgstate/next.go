@@ -17,6 +17,8 @@ const (
 	StepRevertLast Step = "revert-last" // revert before the last attempt
 	StepExhausted  Step = "exhausted"   // revert, then dead-letter RetriesExhausted
 	StepBudget     Step = "budget"      // over budget: revert, then dead-letter BudgetExceeded
+	StepWait       Step = "wait"        // waiting for a person: leave the message until a reply or the deadline
+	StepReject     Step = "reject"      // a reviewer rejected the change: revert, then dead-letter Rejected
 	StepNone       Step = "none"        // final
 )
 
@@ -51,7 +53,12 @@ func Next(m Msg) Step {
 			return StepRevertLast
 		}
 		return StepAttempt
+	case Waiting:
+		return nextWaiting(m)
 	case Reverting:
+		if m.Why == ForReject {
+			return StepReject
+		}
 		if m.Why == BeforeLastAttempt {
 			return StepRevertLast // repeat the revert, then the last attempt
 		}

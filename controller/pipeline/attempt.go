@@ -110,13 +110,16 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) error {
 		}
 	}
 	p.afterAttempt(ctx, m, a.N, &end)
-	if !end.res.OK {
+	switch w := end.res.Wait; {
+	case !end.res.OK, w != nil && w.Kind == msgstate.AskWait:
 		p.discardFollowUps(run, before, a.N)
+	case w != nil:
+		p.holdFollowUps(run, before) // until the review approves them
 	}
 	if _, err := run.FinishAttemptStep(a.N, end.exitCode, end.errText, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.End(v, a.N, end.res) }); err != nil {
 		return err
 	}
-	if end.res.OK {
+	if end.res.OK && end.res.Wait == nil {
 		if err := p.collect(ctx, m, before); err != nil {
 			return err
 		}
@@ -170,6 +173,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n, max int) (*de
 	}
 	resumeEnv(run.Machine(), n, a.Env)
 	p.costs().env(m, n, max, a.Env)
+	waitFiles := waitEnv(run, e.ID, n, a.Env)
 	if settings.TimeoutS > 0 {
 		a.Timeout = time.Duration(settings.TimeoutS) * time.Second
 	}
@@ -181,7 +185,7 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n, max int) (*de
 	if !rs.inPlace {
 		// An in-place worker shares the tree and finds message.md in the
 		// run directory: a large message is not copied into the assignment.
-		a.RunFiles = runFiles(run)
+		a.RunFiles = runFiles(run, waitFiles...)
 	}
 	need := routineNeeds(cfg, rt)
 	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
@@ -231,9 +235,9 @@ func (p *Pipeline) routineRef(rt routine.Routine) (*lease.RoutineRef, error) {
 const runFileInlineLimit = 1 << 20
 
 // runFiles are the run-directory files a worker places before running.
-func runFiles(run *store.Run) []lease.File {
+func runFiles(run *store.Run, extra ...string) []lease.File {
 	var out []lease.File
-	for _, name := range []string{layout.MessageFile, layout.FailureContextFile} {
+	for _, name := range append([]string{layout.MessageFile, layout.FailureContextFile}, extra...) {
 		p, err := run.Path(name)
 		if err != nil {
 			continue
@@ -257,9 +261,16 @@ func runFiles(run *store.Run) []lease.File {
 // files and everything in the outbox) into the run directory, so they
 // neither run nor get lost.
 func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, n int) {
-	dot := filepath.Join(p.d.Store.Root(), layout.Dir)
 	dst := filepath.Join(run.Dir(), layout.DiscardedDir(n))
-	move := func(dir string, skip func(string) bool) {
+	p.moveFollowUps(before, dst, dst)
+}
+
+// moveFollowUps moves the follow-ups an attempt wrote into the inbox (new
+// follow-up names since before) to inboxDst and the outbox's files to
+// outboxDst.
+func (p *Pipeline) moveFollowUps(before store.InboxSnapshot, inboxDst, outboxDst string) {
+	dot := filepath.Join(p.d.Store.Root(), layout.Dir)
+	move := func(dir, dst string, skip func(string) bool) {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			return
@@ -280,8 +291,8 @@ func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, 
 	}
 	// Only follow-up names: a message dropped into the inbox while the
 	// attempt ran belongs to nobody's attempt and stays queued.
-	move(filepath.Join(dot, layout.Inbox), func(name string) bool { return before.Has(name) || !store.IsFollowUpName(name) })
-	move(filepath.Join(dot, layout.Outbox), func(string) bool { return false })
+	move(filepath.Join(dot, layout.Inbox), inboxDst, func(name string) bool { return before.Has(name) || !store.IsFollowUpName(name) })
+	move(filepath.Join(dot, layout.Outbox), outboxDst, func(string) bool { return false })
 }
 
 // writeFailureContext summarises the earlier attempts for the last one.

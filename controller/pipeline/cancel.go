@@ -118,6 +118,7 @@ func (p *Pipeline) cancelStep(ctx context.Context, m *msg, v msgstate.Msg) error
 	if reason == "" {
 		reason = "cancelled by a client"
 	}
+	p.forgetWait(m.e.ID) // a reply can no longer reach it
 	switch v.State {
 	case msgstate.Queued, msgstate.Claimed, msgstate.Checkpointed:
 		// Nothing ran: no revert.

@@ -102,6 +102,7 @@ func (p *Pipeline) file(ctx context.Context, m *msg) error {
 		return fmt.Errorf("file %s: its state %s is not final", e.ID, v.State)
 	}
 	m.filed = true
+	p.forgetWait(e.ID)
 	return nil
 }
 

@@ -24,6 +24,8 @@ func hookName(cfg *config.Config, hook string) string {
 		return cfg.Hooks.AfterEach
 	case "onDeadLetter":
 		return cfg.Hooks.OnDeadLetter
+	case "onWait":
+		return cfg.Hooks.OnWait
 	}
 	return ""
 }

@@ -248,6 +248,11 @@ func (p *Pipeline) advanceJobs(ctx context.Context) {
 	for _, j := range ready {
 		if j.current != "" {
 			if !p.chainDone(j.chain) {
+				if p.waitingChain(j.chain) {
+					// A waiting migration blocks the later ones: the job
+					// ends here, and the next process goes on.
+					p.endJob(ctx, j, ExitWaiting, fmt.Sprintf("migration %s waits for a reply (`decreectl waits`); %d later migration(s) not started", j.migration, len(j.pending)))
+				}
 				continue
 			}
 			if nr, held := p.notReadyReason(j.current); held {
@@ -276,6 +281,8 @@ func (p *Pipeline) advanceJobs(ctx context.Context) {
 			if err := p.startNextMigration(ctx, cfg, j); err != nil {
 				p.endJob(ctx, j, 1, err.Error())
 			}
+		case !p.chainsDone(j.drain) && p.onlyWaiting(j.drain):
+			p.endJob(ctx, j, ExitWaiting, "queued messages wait for a reply (`decreectl waits`)")
 		case !p.chainsDone(j.drain) || p.badPending(j):
 			// queued messages of older chains are still running
 		case len(j.failed) > 0:

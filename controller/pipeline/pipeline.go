@@ -124,6 +124,8 @@ type Pipeline struct {
 	jobs    map[string]*job
 	// notReady are messages held back by a failed pre-check (stage_precheck.go).
 	notReady map[string]notReady
+	// w are the messages waiting for a person (wait.go).
+	w waits
 
 	scope       scope
 	stopping    bool
@@ -141,7 +143,7 @@ func New(d Deps) *Pipeline {
 		d.Poll = time.Second
 	}
 	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}}
-	p.stages = []attemptStage{p.newPreCheckStage(), p.newUsageLimitStage(), p.newUsageStage()}
+	p.stages = []attemptStage{p.newPreCheckStage(), &askStage{now: time.Now}, p.newUsageLimitStage(), p.newUsageStage()}
 	if !d.Paused {
 		p.Resume()
 	}
@@ -169,6 +171,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return nil
 	}
 	p.settleFiled(ctx)
+	p.loadWaits()
 	busy := false
 	for {
 		if ctx.Err() != nil {
@@ -188,7 +191,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		sel, err := p.d.Sched.Next(sched.NextOptions{Chains: p.chainFilter(), Exclude: p.heldChain})
+		sel, err := p.d.Sched.Next(sched.NextOptions{Chains: p.chainFilter(), Exclude: p.excluded})
 		if err != nil {
 			p.log.Error("select next message", "err", err)
 			if !p.idle(ctx) {

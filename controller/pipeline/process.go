@@ -34,6 +34,10 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	r := &running{id: e.ID, cancel: cancel}
 	p.setRunning(r)
 	defer p.setRunning(nil)
+	if e.Message.GetString("to") != "" {
+		p.replyFromInbox(ctx, e) // a reply, not work (wait.go)
+		return
+	}
 	rt, reject := p.chooseRoutine(ctx, cfg, e)
 	if ctx.Err() != nil {
 		return // shutting down: the message stays queued, untouched
@@ -87,7 +91,7 @@ func (p *Pipeline) drive(ctx, runCtx context.Context, m *msg) {
 		step := msgstate.Next(v)
 		err := p.perform(ctx, runCtx, m, v, step)
 		switch {
-		case errors.Is(err, errStopped):
+		case errors.Is(err, errStopped), errors.Is(err, errWaiting):
 			return
 		case p.holdNotReady(ctx, m, err):
 			return
@@ -118,6 +122,8 @@ func (p *Pipeline) perform(ctx, runCtx context.Context, m *msg, v msgstate.Msg, 
 		return p.takeCheckpoint(ctx, runCtx, m)
 	case msgstate.StepCancel:
 		return p.cancelStep(ctx, m, v)
+	case msgstate.StepWait:
+		return p.park(ctx, m, true)
 	}
 	if m.manifest == nil {
 		man, err := p.readCheckpoint(m)
@@ -147,7 +153,12 @@ func (p *Pipeline) perform(ctx, runCtx context.Context, m *msg, v msgstate.Msg, 
 		return p.finishLost(ctx, m, v)
 	case msgstate.StepResume:
 		return p.rerun(ctx, runCtx, m, v)
+	case msgstate.StepReject:
+		return p.reject(ctx, m)
 	case msgstate.StepCollect:
+		if v.State == msgstate.Waiting { // approved: its follow-ups come back first (wait.go)
+			return p.collectApproved(ctx, m)
+		}
 		before, ok := m.run.InboxSnapshot()
 		if !ok {
 			// Not recorded (cannot happen: it is written before the

@@ -108,7 +108,7 @@ func (p *Pipeline) Pending() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(chain string) {
-		if owned[chain] && !seen[chain] {
+		if owned[chain] && !seen[chain] && (chain == running || !p.waitingChain(chain)) {
 			seen[chain] = true
 			out = append(out, chain)
 		}

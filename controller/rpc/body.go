@@ -104,7 +104,7 @@ func (s *ControllerServer) GetMessage(_ context.Context, req *decreev1.GetMessag
 	if err != nil {
 		return nil, Status(err)
 	}
-	resp := &decreev1.GetMessageResponse{Message: s.messageView(v)}
+	resp := &decreev1.GetMessageResponse{Message: s.withWait(s.messageView(v))}
 	if v.Message == nil {
 		return resp, nil // the file is not a message: no body to tell apart
 	}

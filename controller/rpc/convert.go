@@ -25,6 +25,9 @@ var eventKinds = map[events.Kind]decreev1.EventKind{
 	events.Warning:         decreev1.EventKind_EVENT_KIND_WARNING,
 	events.HookFinished:    decreev1.EventKind_EVENT_KIND_HOOK_FINISHED,
 	events.UsageLimitWait:  decreev1.EventKind_EVENT_KIND_USAGE_LIMIT_WAIT,
+	events.Waiting:         decreev1.EventKind_EVENT_KIND_WAITING,
+	events.Replied:         decreev1.EventKind_EVENT_KIND_REPLIED,
+	events.TimedOut:        decreev1.EventKind_EVENT_KIND_TIMED_OUT,
 }
 
 // eventProto converts a controller event to the API's Event.
@@ -32,7 +35,7 @@ func eventProto(e *events.Event) *decreev1.Event {
 	out := &decreev1.Event{
 		Sequence: e.Sequence, Kind: eventKinds[e.Kind], MessageId: e.MessageID, Chain: e.Chain,
 		Attempt: int32(e.Attempt), ExitCode: int32(e.ExitCode), Text: e.Text, Routine: e.Routine,
-		WorkerId: e.WorkerID, JobId: e.JobID,
+		WorkerId: e.WorkerID, JobId: e.JobID, WaitId: e.WaitID,
 	}
 	if !e.Time.IsZero() {
 		out.Time = timestamppb.New(e.Time)

@@ -19,7 +19,7 @@ func (s *ControllerServer) messages() ([]*decreev1.MessageInfo, error) {
 	}
 	out := make([]*decreev1.MessageInfo, 0, len(views))
 	for _, v := range views {
-		out = append(out, s.messageView(v))
+		out = append(out, s.withWait(s.messageView(v)))
 	}
 	return out, nil
 }
@@ -117,6 +117,7 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 	if u, ok := s.d.Pipeline.RunningUsage(); ok && resp.Running != nil {
 		resp.RunningUsage = usageProto(&u)
 	}
+	resp.Waits = int32(len(s.d.Pipeline.Waits()))
 	if id, until, notice, ok := s.d.Pipeline.UsageLimitWait(); ok {
 		resp.UsageLimitWait = &decreev1.UsageLimitWait{MessageId: id, Until: timestamppb.New(until), Notice: notice}
 	}

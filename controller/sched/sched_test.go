@@ -177,3 +177,41 @@ func TestOnlyChain(t *testing.T) {
 		t.Fatalf("%+v %v", sel, err)
 	}
 }
+
+// TestExcludeLeavesAWaitingChain: a chain whose message waits for a reply
+// (excluded) is left queued and untouched, also when it is the current
+// chain; the next chain is picked, and the excluded one resumes first once
+// let go (depth-first order kept).
+func TestExcludeLeavesAWaitingChain(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Join(st.Dir(), "inbox")
+	write(t, filepath.Join(inbox, c1+"-0.md"), "asks\n")
+	write(t, filepath.Join(inbox, c1+"-1.md"), "its follow-up\n")
+	write(t, filepath.Join(inbox, c2+"-0.md"), "another chain\n")
+	write(t, filepath.Join(inbox, c3+"-0.md"), "a third\n")
+	s := New(st, Options{})
+	sel, err := s.Next(NextOptions{})
+	if err != nil || sel.Entry.ID != c1+"-0" {
+		t.Fatalf("%+v %v", sel, err)
+	}
+	s.Finish(sel.Entry.ID) // it now waits, still in the inbox
+	waiting := map[string]bool{c1: true}
+	exclude := func(c string) bool { return waiting[c] }
+	sel, err = s.Next(NextOptions{Exclude: exclude})
+	if err != nil || sel.Entry.ID != c2+"-0" {
+		t.Fatalf("picked %+v %v, want the next chain", sel.Entry.ID, err)
+	}
+	st.MarkDone(sel.Entry.File)
+	s.Finish(sel.Entry.ID)
+	waiting[c1] = false // replied
+	sel, err = s.Next(NextOptions{Exclude: exclude})
+	if err != nil || sel.Entry.ID != c1+"-0" {
+		t.Fatalf("picked %+v %v, want the answered chain before the third", sel.Entry.ID, err)
+	}
+	if got, _ := os.ReadDir(inbox); len(got) < 4 {
+		t.Errorf("inbox lost files: %d", len(got))
+	}
+}

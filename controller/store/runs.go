@@ -562,6 +562,14 @@ func describe(m msgstate.Msg) string {
 		s += fmt.Sprintf("(%d/%d, %s)", m.Attempt, m.Max, how)
 	case msgstate.Reverting:
 		s += "(" + string(m.Why) + ")"
+	case msgstate.Waiting:
+		if m.Wait != nil {
+			s += fmt.Sprintf("(%d, %s %s", m.Attempt, m.Wait.Kind, m.Wait.ID)
+			if m.Wait.Reply != "" {
+				s += ": " + m.Wait.Reply
+			}
+			s += ")"
+		}
 	case msgstate.Dead:
 		s += "(" + string(m.Reason) + ")"
 	case msgstate.Done:

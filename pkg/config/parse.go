@@ -26,8 +26,8 @@ var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "
 
 var (
 	commandKeys = []string{"router", "ai_interactive"}
-	hookKeys    = []string{"beforeAll", "afterAll", "beforeEach", "afterEach", "onDeadLetter"}
-	entryKeys   = []string{"enabled", "deprecated", "max_retries", "max_attempts", "timeout_s", "requires", "max_cost_usd", "attempts"}
+	hookKeys    = []string{"beforeAll", "afterAll", "beforeEach", "afterEach", "onDeadLetter", "onWait"}
+	entryKeys   = []string{"enabled", "deprecated", "max_retries", "max_attempts", "timeout_s", "requires", "max_cost_usd", "attempts", "review"}
 	treeKeys    = []string{"default_cli", "validate_cli", "retry_cli", "retry_count", "timeout_s", "clis"}
 )
 
@@ -147,6 +147,8 @@ func (p *parser) parse(data []byte) {
 					c.Hooks.AfterEach = s
 				case "onDeadLetter":
 					c.Hooks.OnDeadLetter = s
+				case "onWait":
+					c.Hooks.OnWait = s
 				}
 			})
 		case "routines":
@@ -252,6 +254,10 @@ func (p *parser) entry(n *yaml.Node, where string) RoutineSettings {
 		case "timeout_s":
 			if n, ok := p.posInt(v, full); ok {
 				s.TimeoutS = n
+			}
+		case "review":
+			if b, ok := p.boolean(v, full); ok {
+				s.Review = b
 			}
 		case "requires":
 			p.each(v, full, nil, func(label string, _, lv *yaml.Node) {

@@ -88,6 +88,9 @@ type Hooks struct {
 	BeforeEach   string `yaml:"beforeEach"`
 	AfterEach    string `yaml:"afterEach"`
 	OnDeadLetter string `yaml:"onDeadLetter"`
+	// OnWait runs when a message starts waiting for a person (a question
+	// or a review), to notify someone.
+	OnWait string `yaml:"onWait"`
 }
 
 // RoutineSettings is one registry entry (routines: or shared_routines:).
@@ -111,6 +114,9 @@ type RoutineSettings struct {
 	// gets the Nth as DECREE_ATTEMPT_VALUE. Its length is the number of
 	// attempts.
 	Attempts []string `yaml:"attempts,omitempty"`
+	// Review makes every successful attempt wait for a person's approve,
+	// reject or retry before its follow-ups are collected.
+	Review bool `yaml:"review,omitempty"`
 }
 
 // IsEnabled reports the effective enabled state: an absent key counts as

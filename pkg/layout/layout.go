@@ -92,7 +92,23 @@ const (
 	PapermillLog       = "papermill.log"
 	TreeJSON           = "tree.json"
 	TreeLog            = "tree.log"
+	// HeldFollowUps keeps the follow-ups of an attempt awaiting review
+	// until it is approved (inbox/ and outbox/ inside).
+	HeldFollowUps = "held-followups"
+	// RefusedReplies lists replies that were refused, one JSON per line.
+	RefusedReplies = "replies-refused.jsonl"
 )
+
+// AskFileName is where attempt n may write a question
+// (DECREE_ASK_FILE): "ask.try-001.json".
+func AskFileName(n int) string { return fmt.Sprintf("ask.try-%03d.json", n) }
+
+// WaitFileName records wait k (question and answer): "wait-001.json".
+func WaitFileName(k int) string { return fmt.Sprintf("wait-%03d.json", k) }
+
+// ReplyFileName holds the note of wait k's reply (DECREE_REPLY_FILE):
+// "reply-001.md".
+func ReplyFileName(k int) string { return fmt.Sprintf("reply-%03d.md", k) }
 
 // Path joins a project root, .decree and elem: Path("/p", Inbox, "x.md") is
 // "/p/.decree/inbox/x.md".
@@ -143,6 +159,7 @@ var controllerOwned = regexp.MustCompile(`^(\..+\.tmp-.*|` +
 	`|` + regexp.QuoteMeta(InboxBeforeFile) + `|` + regexp.QuoteMeta(InboxBaseFile) +
 	`|changes(\.try-[0-9]+)?\.diff` +
 	`|tree-after\.try-[0-9]+\.json|interrupted-[0-9]+\..+|usage-limit\.json` +
+	`|wait-[0-9]+\.json|reply-[0-9]+\.md|` + regexp.QuoteMeta(RefusedReplies) +
 	`|(routine|router|hook(-[a-z]+)?)(\.try-[0-9]+|-[0-9]+)?\.log)$`)
 
 // ControllerOwned reports whether a run-directory file name is one that

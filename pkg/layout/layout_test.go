@@ -17,6 +17,10 @@ func TestControllerOwned(t *testing.T) {
 		{"failure-context.md", true},
 		{"inbox-before.txt", true},
 		{"inbox-base.txt", true},
+		{"wait-001.json", true},
+		{"reply-001.md", true},
+		{"replies-refused.jsonl", true},
+		{"ask.try-001.json", false}, // a replica worker returns the question
 		{"changes.diff", true},
 		{"changes.try-002.diff", true},
 		{"routine.log", true},

@@ -25,6 +25,11 @@ const (
 	KindProcess Kind = "process"
 	// KindDecision runs a prompt that must answer one of its routes.
 	KindDecision Kind = "decision"
+	// KindAsk (a node tagged "ask") asks a person: its text is the
+	// question, its route labels the options. The walk ends there (the
+	// message waits for a reply) and the next attempt goes on along the
+	// route the reply names (or one labelled timed_out).
+	KindAsk Kind = "ask"
 )
 
 // Tree is a compiled chart: every node as a Step with settings applied.
@@ -187,8 +192,13 @@ func compile(doc *Document, settings config.TreeSettings, strictCodes bool) (*Tr
 	return t, nil
 }
 
-// kindOf classifies a node by its shape and lines.
+// kindOf classifies a node by its shape, tags and lines.
 func kindOf(n *Node) Kind {
+	for _, tag := range n.Tags {
+		if normKey(tag) == "ask" {
+			return KindAsk
+		}
+	}
 	shape := normKey(strings.TrimSuffix(n.Shape, "Block"))
 	if shape == "terminator" {
 		switch strings.ToLower(strings.TrimSpace(n.Text)) {
@@ -222,6 +232,21 @@ func compileStep(n *Node, set config.TreeSettings, strictCodes bool, ps *problem
 	}
 	if strings.TrimSpace(n.Text) == "" {
 		ps.add(where, "the prompt (the shape's text) is empty; write what the AI should do")
+	}
+	if s.Kind == KindAsk {
+		if len(n.Out) == 0 {
+			ps.add(where, "an ask node needs one labelled line out per option (yes, no, ...)")
+		}
+		if v, ok := n.meta(metaTimeout); ok {
+			if d, err := parseTimeout(v); err != nil {
+				ps.add(where, "metadata timeout: got %q, want seconds (e.g. 300) or a duration (e.g. 24h)", v)
+			} else {
+				s.Timeout = d
+			}
+		} else {
+			s.Timeout = 0 // no deadline unless the node gives one
+		}
+		return s
 	}
 	for _, m := range PlaceholderRe.FindAllStringSubmatch(n.Text, -1) {
 		if !slices.Contains(Placeholders, m[1]) {

@@ -12,7 +12,7 @@ func checkRoutes(s *Step, ps *problems) {
 	seen := map[string]*Line{}
 	for _, r := range s.Routes {
 		key := strings.ToLower(strings.TrimSpace(r.Label))
-		if s.Kind == KindDecision && key == "" {
+		if (s.Kind == KindDecision || s.Kind == KindAsk) && key == "" {
 			ps.add(s.Label(), "%s has no label; each line out of a decision needs the answer it stands for (Yes, No, ...)", lineLabel(r.Line))
 			continue
 		}

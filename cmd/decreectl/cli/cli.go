@@ -148,6 +148,8 @@ func newRoot(g *globals) *cobra.Command {
 		newRevertCmd(g),
 		newRequeueCmd(g),
 		newCancelCmd(g),
+		newWaitsCmd(g),
+		newReplyCmd(g),
 		newRoutinesCmd(g),
 		newWorkersCmd(g),
 		newRoutineSyncCmd(g),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -117,7 +118,7 @@ func eventLine(ev *decreev1.Event) string {
 	case decreev1.EventKind_EVENT_KIND_ATTEMPT_STARTED:
 		return fmt.Sprintf("decree: %s attempt %d started", id, ev.GetAttempt())
 	case decreev1.EventKind_EVENT_KIND_ATTEMPT_FINISHED:
-		if ev.GetExitCode() == 0 {
+		if ev.GetExitCode() == 0 && ev.GetText() == "" {
 			return fmt.Sprintf("decree: %s attempt %d succeeded", id, ev.GetAttempt())
 		}
 		if t := ev.GetText(); t != "" && t != fmt.Sprintf("exit code %d", ev.GetExitCode()) {
@@ -126,6 +127,12 @@ func eventLine(ev *decreev1.Event) string {
 		return fmt.Sprintf("decree: %s attempt %d failed (exit %d)", id, ev.GetAttempt(), ev.GetExitCode())
 	case decreev1.EventKind_EVENT_KIND_USAGE_LIMIT_WAIT:
 		return usageWaitLine(ev, clock())
+	case decreev1.EventKind_EVENT_KIND_WAITING:
+		return fmt.Sprintf("decree: %s waits for a reply (%s): %s", id, ev.GetWaitId(), firstLineOf(ev.GetText()))
+	case decreev1.EventKind_EVENT_KIND_REPLIED:
+		return fmt.Sprintf("decree: %s got the reply %q (%s)", id, ev.GetText(), ev.GetWaitId())
+	case decreev1.EventKind_EVENT_KIND_TIMED_OUT:
+		return fmt.Sprintf("decree: %s: %s", id, ev.GetText())
 	case decreev1.EventKind_EVENT_KIND_MESSAGE_DONE:
 		return fmt.Sprintf("decree: %s done", id)
 	case decreev1.EventKind_EVENT_KIND_MESSAGE_DEAD:
@@ -147,4 +154,9 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func firstLineOf(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
 }

@@ -55,6 +55,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(g.stdout, "project     %s\n", st.GetProjectDir())
 			fmt.Fprintf(g.stdout, "running     %s\n", running)
 			fmt.Fprintf(g.stdout, "inbox       %d queued, %d done, %d dead\n", st.GetQueued(), st.GetDone(), st.GetDead())
+			if n := st.GetWaits(); n > 0 {
+				fmt.Fprintf(g.stdout, "waits       %d waiting for a reply (decreectl waits)\n", n)
+			}
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
 			fmt.Fprintf(g.stdout, "dead        %s\n", deadLetterLine(dead, time.Now()))

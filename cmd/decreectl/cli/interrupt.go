@@ -55,7 +55,8 @@ func (g *globals) followChain(ctx context.Context, s **session, from uint64, cha
 		res, err := g.follow(ctx, (*s).client, followSpec{
 			from: from, chain: chain, logs: logs,
 			done: func(ev *decreev1.Event) bool {
-				return ev.GetKind() == decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED && ev.GetChain() == chain
+				// A waiting chain pauses: run ends and lists the waits.
+				return (ev.GetKind() == decreev1.EventKind_EVENT_KIND_CHAIN_FINISHED || ev.GetKind() == decreev1.EventKind_EVENT_KIND_WAITING) && ev.GetChain() == chain
 			},
 		})
 		total.succeeded += res.succeeded

@@ -76,6 +76,10 @@ When a migration dead-letters, process stops and exits 1
 				}
 				return err
 			}
+			waiting := g.printPendingWaits(ctx, s.client)
+			if res.last.GetExitCode() == exitWaiting && waiting {
+				return &exitError{code: exitWaiting, msg: res.last.GetText()}
+			}
 			if res.last.GetExitCode() != 0 {
 				return &exitError{code: 1, msg: res.last.GetText()}
 			}

@@ -138,6 +138,9 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags) error {
 	if res.dead > 0 {
 		return &exitError{code: 1, msg: fmt.Sprintf("%d message(s) of chain %s were dead-lettered; see `decreectl runs` and .decree/inbox/dead/", res.dead, m.GetChain())}
 	}
+	if g.printPendingWaits(ctx, s.client) && res.last.GetKind() == decreev1.EventKind_EVENT_KIND_WAITING {
+		return &exitError{code: exitWaiting, msg: fmt.Sprintf("chain %s waits for a reply; answer with `decreectl reply`, then run `decreectl process`", m.GetChain())}
+	}
 	if answers != nil && s.root != "" {
 		if err := interact.SaveLastRun(s.root, answers); err != nil {
 			fmt.Fprintf(g.stderr, "decree: warning: could not remember this run's answers: %v\n", err)

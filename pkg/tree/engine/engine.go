@@ -107,6 +107,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	defer func() { r.close(err) }()
 	s := o.Tree.Root
+	if next, ok, err := r.resume(); err != nil {
+		return err
+	} else if ok {
+		s = next // after a reply to the tree's question (ask.go)
+	}
 	for s != nil {
 		next, err := r.step(ctx, s)
 		if err != nil {
@@ -131,6 +136,8 @@ func (r *runner) step(ctx context.Context, s *tree.Step) (*tree.Step, error) {
 		r.say("%s: start", s.Label())
 		r.add(NodeReport{ID: s.ID, Where: s.Where, Name: s.Text, Type: string(s.Kind), Route: s.Routes[0].Label})
 		return s.Routes[0].To, nil
+	case tree.KindAsk:
+		return nil, r.ask(s)
 	case tree.KindEnd:
 		r.say("%s: end", s.Label())
 		r.add(NodeReport{ID: s.ID, Where: s.Where, Name: s.Text, Type: string(s.Kind)})

@@ -2657,7 +2657,9 @@ type GetStatusResponse struct {
 	// number), oldest first.
 	Interrupted []*MessageInfo `protobuf:"bytes,13,rep,name=interrupted,proto3" json:"interrupted,omitempty"`
 	// What the running message's AI calls cost so far (all its attempts).
-	RunningUsage  *Usage `protobuf:"bytes,20,opt,name=running_usage,json=runningUsage,proto3" json:"running_usage,omitempty"`
+	RunningUsage *Usage `protobuf:"bytes,20,opt,name=running_usage,json=runningUsage,proto3" json:"running_usage,omitempty"`
+	// Messages waiting for a person (ListWaits lists them).
+	Waits         int32 `protobuf:"varint,14,opt,name=waits,proto3" json:"waits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2790,6 +2792,418 @@ func (x *GetStatusResponse) GetRunningUsage() *Usage {
 	return nil
 }
 
+func (x *GetStatusResponse) GetWaits() int32 {
+	if x != nil {
+		return x.Waits
+	}
+	return 0
+}
+
+// ReplyRequest answers a wait.
+type ReplyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A wait id (<message id>-w<k>) or a message id (its current wait).
+	To string `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	// One of the wait's options.
+	Option string `protobuf:"bytes,2,opt,name=option,proto3" json:"option,omitempty"`
+	// A note for the routine (DECREE_REPLY_FILE) or the dead-letter note of
+	// a rejected review; at most 1 MiB.
+	Note []byte `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// Makes a retried call safe: the same id with the same answer is
+	// acknowledged again instead of refused as a duplicate.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplyRequest) Reset() {
+	*x = ReplyRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplyRequest) ProtoMessage() {}
+
+func (x *ReplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplyRequest.ProtoReflect.Descriptor instead.
+func (*ReplyRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ReplyRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *ReplyRequest) GetOption() string {
+	if x != nil {
+		return x.Option
+	}
+	return ""
+}
+
+func (x *ReplyRequest) GetNote() []byte {
+	if x != nil {
+		return x.Note
+	}
+	return nil
+}
+
+func (x *ReplyRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// ReplyResponse is the recorded answer.
+type ReplyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The wait as answered.
+	Wait *Wait `protobuf:"bytes,1,opt,name=wait,proto3" json:"wait,omitempty"`
+	// The option recorded.
+	Option        string `protobuf:"bytes,2,opt,name=option,proto3" json:"option,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplyResponse) Reset() {
+	*x = ReplyResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplyResponse) ProtoMessage() {}
+
+func (x *ReplyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplyResponse.ProtoReflect.Descriptor instead.
+func (*ReplyResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ReplyResponse) GetWait() *Wait {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+func (x *ReplyResponse) GetOption() string {
+	if x != nil {
+		return x.Option
+	}
+	return ""
+}
+
+// ListWaitsRequest selects nothing yet: every wait is listed.
+type ListWaitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWaitsRequest) Reset() {
+	*x = ListWaitsRequest{}
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWaitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWaitsRequest) ProtoMessage() {}
+
+func (x *ListWaitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWaitsRequest.ProtoReflect.Descriptor instead.
+func (*ListWaitsRequest) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{46}
+}
+
+// ListWaitsResponse lists the waits.
+type ListWaitsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Waits         []*Wait `protobuf:"bytes,1,rep,name=waits,proto3" json:"waits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWaitsResponse) Reset() {
+	*x = ListWaitsResponse{}
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWaitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWaitsResponse) ProtoMessage() {}
+
+func (x *ListWaitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWaitsResponse.ProtoReflect.Descriptor instead.
+func (*ListWaitsResponse) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ListWaitsResponse) GetWaits() []*Wait {
+	if x != nil {
+		return x.Waits
+	}
+	return nil
+}
+
+// Wait is a message waiting for a person.
+type Wait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// <message id>-w<k>.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The message that waits.
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Its chain.
+	Chain string `protobuf:"bytes,3,opt,name=chain,proto3" json:"chain,omitempty"`
+	// Its routine.
+	Routine string `protobuf:"bytes,4,opt,name=routine,proto3" json:"routine,omitempty"`
+	// "ask" (the routine asked) or "review" (a successful attempt awaits
+	// approve, reject or retry).
+	Kind string `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The attempt that asked or awaits review.
+	Attempt int32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The question.
+	Question string `protobuf:"bytes,7,opt,name=question,proto3" json:"question,omitempty"`
+	// The options, in the routine's order.
+	Options []*WaitOption `protobuf:"bytes,8,rep,name=options,proto3" json:"options,omitempty"`
+	// When the wait began.
+	Asked *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=asked,proto3" json:"asked,omitempty"`
+	// When it times out; unset for no deadline.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The command that answers it.
+	ReplyCommand  string `protobuf:"bytes,11,opt,name=reply_command,json=replyCommand,proto3" json:"reply_command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Wait) Reset() {
+	*x = Wait{}
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Wait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Wait) ProtoMessage() {}
+
+func (x *Wait) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Wait.ProtoReflect.Descriptor instead.
+func (*Wait) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *Wait) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Wait) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *Wait) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *Wait) GetRoutine() string {
+	if x != nil {
+		return x.Routine
+	}
+	return ""
+}
+
+func (x *Wait) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Wait) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Wait) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+func (x *Wait) GetOptions() []*WaitOption {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *Wait) GetAsked() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Asked
+	}
+	return nil
+}
+
+func (x *Wait) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *Wait) GetReplyCommand() string {
+	if x != nil {
+		return x.ReplyCommand
+	}
+	return ""
+}
+
+// WaitOption is an option of a wait.
+type WaitOption struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The option's name, as given to Reply.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What it means, as the routine described it.
+	Meaning       string `protobuf:"bytes,2,opt,name=meaning,proto3" json:"meaning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitOption) Reset() {
+	*x = WaitOption{}
+	mi := &file_decree_v1_controller_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitOption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitOption) ProtoMessage() {}
+
+func (x *WaitOption) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitOption.ProtoReflect.Descriptor instead.
+func (*WaitOption) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *WaitOption) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WaitOption) GetMeaning() string {
+	if x != nil {
+		return x.Meaning
+	}
+	return ""
+}
+
 // CheckRoutinesRequest says which pre-checks to run. The selections add up;
 // a routine named twice is checked once per target.
 type CheckRoutinesRequest struct {
@@ -2807,7 +3221,7 @@ type CheckRoutinesRequest struct {
 
 func (x *CheckRoutinesRequest) Reset() {
 	*x = CheckRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +3233,7 @@ func (x *CheckRoutinesRequest) String() string {
 func (*CheckRoutinesRequest) ProtoMessage() {}
 
 func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +3246,7 @@ func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CheckRoutinesRequest) GetRoutines() []string {
@@ -2879,7 +3293,7 @@ type PreCheckResult struct {
 
 func (x *PreCheckResult) Reset() {
 	*x = PreCheckResult{}
-	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	mi := &file_decree_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3305,7 @@ func (x *PreCheckResult) String() string {
 func (*PreCheckResult) ProtoMessage() {}
 
 func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	mi := &file_decree_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3318,7 @@ func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
 func (*PreCheckResult) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PreCheckResult) GetRoutine() string {
@@ -2961,7 +3375,7 @@ type CheckRoutinesResponse struct {
 
 func (x *CheckRoutinesResponse) Reset() {
 	*x = CheckRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	mi := &file_decree_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2973,7 +3387,7 @@ func (x *CheckRoutinesResponse) String() string {
 func (*CheckRoutinesResponse) ProtoMessage() {}
 
 func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	mi := &file_decree_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2986,7 +3400,7 @@ func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
@@ -3005,7 +3419,7 @@ type GetDeadLetterStatsRequest struct {
 
 func (x *GetDeadLetterStatsRequest) Reset() {
 	*x = GetDeadLetterStatsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	mi := &file_decree_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3431,7 @@ func (x *GetDeadLetterStatsRequest) String() string {
 func (*GetDeadLetterStatsRequest) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	mi := &file_decree_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3444,7 @@ func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 // GetDeadLetterStatsResponse summarises inbox/dead/.
@@ -3046,7 +3460,7 @@ type GetDeadLetterStatsResponse struct {
 
 func (x *GetDeadLetterStatsResponse) Reset() {
 	*x = GetDeadLetterStatsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	mi := &file_decree_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3472,7 @@ func (x *GetDeadLetterStatsResponse) String() string {
 func (*GetDeadLetterStatsResponse) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	mi := &file_decree_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3485,7 @@ func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{48}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetDeadLetterStatsResponse) GetCount() int32 {
@@ -3254,7 +3668,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\xb9\x04\n" +
+	"\x10GetStatusRequest\"\xcf\x04\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -3271,7 +3685,38 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x10usage_limit_wait\x18\v \x01(\v2\x19.decree.v1.UsageLimitWaitR\x0eusageLimitWait\x12\x1a\n" +
 	"\bproblems\x18\f \x03(\tR\bproblems\x128\n" +
 	"\vinterrupted\x18\r \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted\x125\n" +
-	"\rrunning_usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\frunningUsage\"\x82\x01\n" +
+	"\rrunning_usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\frunningUsage\x12\x14\n" +
+	"\x05waits\x18\x0e \x01(\x05R\x05waits\"i\n" +
+	"\fReplyRequest\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\tR\x02to\x12\x16\n" +
+	"\x06option\x18\x02 \x01(\tR\x06option\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\fR\x04note\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"L\n" +
+	"\rReplyResponse\x12#\n" +
+	"\x04wait\x18\x01 \x01(\v2\x0f.decree.v1.WaitR\x04wait\x12\x16\n" +
+	"\x06option\x18\x02 \x01(\tR\x06option\"\x12\n" +
+	"\x10ListWaitsRequest\":\n" +
+	"\x11ListWaitsResponse\x12%\n" +
+	"\x05waits\x18\x01 \x03(\v2\x0f.decree.v1.WaitR\x05waits\"\xef\x02\n" +
+	"\x04Wait\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12\x14\n" +
+	"\x05chain\x18\x03 \x01(\tR\x05chain\x12\x18\n" +
+	"\aroutine\x18\x04 \x01(\tR\aroutine\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x18\n" +
+	"\aattempt\x18\x06 \x01(\x05R\aattempt\x12\x1a\n" +
+	"\bquestion\x18\a \x01(\tR\bquestion\x12/\n" +
+	"\aoptions\x18\b \x03(\v2\x15.decree.v1.WaitOptionR\aoptions\x120\n" +
+	"\x05asked\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x05asked\x126\n" +
+	"\bdeadline\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12#\n" +
+	"\rreply_command\x18\v \x01(\tR\freplyCommand\":\n" +
+	"\n" +
+	"WaitOption\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\ameaning\x18\x02 \x01(\tR\ameaning\"\x82\x01\n" +
 	"\x14CheckRoutinesRequest\x12\x1a\n" +
 	"\broutines\x18\x01 \x03(\tR\broutines\x12\x1f\n" +
 	"\vall_enabled\x18\x02 \x01(\bR\n" +
@@ -3291,7 +3736,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x1aGetDeadLetterStatsResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x12;\n" +
 	"\voldest_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"oldestTime2\xad\x0e\n" +
+	"oldestTime2\xb1\x0f\n" +
 	"\x11ControllerService\x12R\n" +
 	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12f\n" +
 	"\x13SubmitMessageStream\x12%.decree.v1.SubmitMessageStreamRequest\x1a&.decree.v1.SubmitMessageStreamResponse(\x01\x12Q\n" +
@@ -3315,7 +3760,9 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\vListWorkers\x12\x1d.decree.v1.ListWorkersRequest\x1a\x1e.decree.v1.ListWorkersResponse\x12F\n" +
 	"\tGetStatus\x12\x1b.decree.v1.GetStatusRequest\x1a\x1c.decree.v1.GetStatusResponse\x12R\n" +
 	"\rCheckRoutines\x12\x1f.decree.v1.CheckRoutinesRequest\x1a .decree.v1.CheckRoutinesResponse\x12a\n" +
-	"\x12GetDeadLetterStats\x12$.decree.v1.GetDeadLetterStatsRequest\x1a%.decree.v1.GetDeadLetterStatsResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
+	"\x12GetDeadLetterStats\x12$.decree.v1.GetDeadLetterStatsRequest\x1a%.decree.v1.GetDeadLetterStatsResponse\x12:\n" +
+	"\x05Reply\x12\x17.decree.v1.ReplyRequest\x1a\x18.decree.v1.ReplyResponse\x12F\n" +
+	"\tListWaits\x12\x1b.decree.v1.ListWaitsRequest\x1a\x1c.decree.v1.ListWaitsResponseB5Z3github.com/decreehq/decree/proto/decree/v1;decreev1b\x06proto3"
 
 var (
 	file_decree_v1_controller_proto_rawDescOnce sync.Once
@@ -3329,7 +3776,7 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_decree_v1_controller_proto_goTypes = []any{
 	(*SubmitMessageRequest)(nil),        // 0: decree.v1.SubmitMessageRequest
 	(*SubmitMessageResponse)(nil),       // 1: decree.v1.SubmitMessageResponse
@@ -3375,106 +3822,121 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*ListWorkersResponse)(nil),         // 41: decree.v1.ListWorkersResponse
 	(*GetStatusRequest)(nil),            // 42: decree.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),           // 43: decree.v1.GetStatusResponse
-	(*CheckRoutinesRequest)(nil),        // 44: decree.v1.CheckRoutinesRequest
-	(*PreCheckResult)(nil),              // 45: decree.v1.PreCheckResult
-	(*CheckRoutinesResponse)(nil),       // 46: decree.v1.CheckRoutinesResponse
-	(*GetDeadLetterStatsRequest)(nil),   // 47: decree.v1.GetDeadLetterStatsRequest
-	(*GetDeadLetterStatsResponse)(nil),  // 48: decree.v1.GetDeadLetterStatsResponse
-	nil,                                 // 49: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                       // 50: decree.v1.Field
-	(*MessageInfo)(nil),                 // 51: decree.v1.MessageInfo
-	(MessageState)(0),                   // 52: decree.v1.MessageState
-	(RunOutcome)(0),                     // 53: decree.v1.RunOutcome
-	(*Event)(nil),                       // 54: decree.v1.Event
-	(*LogChunk)(nil),                    // 55: decree.v1.LogChunk
-	(*RunInfo)(nil),                     // 56: decree.v1.RunInfo
-	(*RoutineInfo)(nil),                 // 57: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
-	(*UsageLimitWait)(nil),              // 59: decree.v1.UsageLimitWait
-	(*Usage)(nil),                       // 60: decree.v1.Usage
+	(*ReplyRequest)(nil),                // 44: decree.v1.ReplyRequest
+	(*ReplyResponse)(nil),               // 45: decree.v1.ReplyResponse
+	(*ListWaitsRequest)(nil),            // 46: decree.v1.ListWaitsRequest
+	(*ListWaitsResponse)(nil),           // 47: decree.v1.ListWaitsResponse
+	(*Wait)(nil),                        // 48: decree.v1.Wait
+	(*WaitOption)(nil),                  // 49: decree.v1.WaitOption
+	(*CheckRoutinesRequest)(nil),        // 50: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),              // 51: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),       // 52: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),   // 53: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil),  // 54: decree.v1.GetDeadLetterStatsResponse
+	nil,                                 // 55: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                       // 56: decree.v1.Field
+	(*MessageInfo)(nil),                 // 57: decree.v1.MessageInfo
+	(MessageState)(0),                   // 58: decree.v1.MessageState
+	(RunOutcome)(0),                     // 59: decree.v1.RunOutcome
+	(*Event)(nil),                       // 60: decree.v1.Event
+	(*LogChunk)(nil),                    // 61: decree.v1.LogChunk
+	(*RunInfo)(nil),                     // 62: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                 // 63: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),       // 64: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),              // 65: decree.v1.UsageLimitWait
+	(*Usage)(nil),                       // 66: decree.v1.Usage
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	50, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	51, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	56, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	57, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
 	0,  // 2: decree.v1.SubmitMessageStreamRequest.header:type_name -> decree.v1.SubmitMessageRequest
-	51, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
-	52, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
-	53, // 5: decree.v1.MessageOutcome.outcome:type_name -> decree.v1.RunOutcome
-	54, // 6: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
-	55, // 7: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	57, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
+	58, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
+	59, // 5: decree.v1.MessageOutcome.outcome:type_name -> decree.v1.RunOutcome
+	60, // 6: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	61, // 7: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
 	5,  // 8: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
 	8,  // 9: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	54, // 10: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	55, // 11: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	52, // 12: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	51, // 13: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	51, // 14: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	56, // 15: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	56, // 16: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	57, // 17: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	51, // 18: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	51, // 19: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	58, // 20: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	58, // 21: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	60, // 10: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	61, // 11: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	58, // 12: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	57, // 13: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	57, // 14: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	62, // 15: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	62, // 16: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	63, // 17: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	57, // 18: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	57, // 19: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	64, // 20: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	64, // 21: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
 	37, // 22: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	49, // 23: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	58, // 24: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	55, // 23: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	64, // 24: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	40, // 25: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	51, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	59, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
-	51, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
-	60, // 29: decree.v1.GetStatusResponse.running_usage:type_name -> decree.v1.Usage
-	45, // 30: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	58, // 31: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 32: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 33: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
-	4,  // 34: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	7,  // 35: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	10, // 36: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	12, // 37: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	14, // 38: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	16, // 39: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	18, // 40: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
-	20, // 41: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	22, // 42: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	24, // 43: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	26, // 44: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	28, // 45: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	30, // 46: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	32, // 47: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	34, // 48: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	36, // 49: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	39, // 50: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	42, // 51: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	44, // 52: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	47, // 53: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	1,  // 54: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	3,  // 55: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
-	6,  // 56: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	9,  // 57: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	11, // 58: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	13, // 59: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	15, // 60: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	17, // 61: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	19, // 62: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
-	21, // 63: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	23, // 64: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	25, // 65: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	27, // 66: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	29, // 67: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	31, // 68: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	33, // 69: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	35, // 70: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	38, // 71: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	41, // 72: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	43, // 73: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	46, // 74: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	48, // 75: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	54, // [54:76] is the sub-list for method output_type
-	32, // [32:54] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	57, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	65, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	57, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
+	66, // 29: decree.v1.GetStatusResponse.running_usage:type_name -> decree.v1.Usage
+	48, // 30: decree.v1.ReplyResponse.wait:type_name -> decree.v1.Wait
+	48, // 31: decree.v1.ListWaitsResponse.waits:type_name -> decree.v1.Wait
+	49, // 32: decree.v1.Wait.options:type_name -> decree.v1.WaitOption
+	64, // 33: decree.v1.Wait.asked:type_name -> google.protobuf.Timestamp
+	64, // 34: decree.v1.Wait.deadline:type_name -> google.protobuf.Timestamp
+	51, // 35: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	64, // 36: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	0,  // 37: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	2,  // 38: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
+	4,  // 39: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	7,  // 40: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	10, // 41: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	12, // 42: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	14, // 43: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	16, // 44: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	18, // 45: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
+	20, // 46: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	22, // 47: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	24, // 48: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	26, // 49: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	28, // 50: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	30, // 51: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	32, // 52: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	34, // 53: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	36, // 54: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	39, // 55: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	42, // 56: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	50, // 57: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	53, // 58: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	44, // 59: decree.v1.ControllerService.Reply:input_type -> decree.v1.ReplyRequest
+	46, // 60: decree.v1.ControllerService.ListWaits:input_type -> decree.v1.ListWaitsRequest
+	1,  // 61: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	3,  // 62: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
+	6,  // 63: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	9,  // 64: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	11, // 65: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	13, // 66: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	15, // 67: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	17, // 68: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	19, // 69: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
+	21, // 70: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	23, // 71: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	25, // 72: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	27, // 73: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	29, // 74: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	31, // 75: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	33, // 76: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	35, // 77: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	38, // 78: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	41, // 79: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	43, // 80: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	52, // 81: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	54, // 82: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	45, // 83: decree.v1.ControllerService.Reply:output_type -> decree.v1.ReplyResponse
+	47, // 84: decree.v1.ControllerService.ListWaits:output_type -> decree.v1.ListWaitsResponse
+	61, // [61:85] is the sub-list for method output_type
+	37, // [37:61] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -3498,7 +3960,7 @@ func file_decree_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

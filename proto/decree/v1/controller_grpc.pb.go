@@ -41,6 +41,8 @@ const (
 	ControllerService_GetStatus_FullMethodName           = "/decree.v1.ControllerService/GetStatus"
 	ControllerService_CheckRoutines_FullMethodName       = "/decree.v1.ControllerService/CheckRoutines"
 	ControllerService_GetDeadLetterStats_FullMethodName  = "/decree.v1.ControllerService/GetDeadLetterStats"
+	ControllerService_Reply_FullMethodName               = "/decree.v1.ControllerService/Reply"
+	ControllerService_ListWaits_FullMethodName           = "/decree.v1.ControllerService/ListWaits"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -169,6 +171,15 @@ type ControllerServiceClient interface {
 	CheckRoutines(ctx context.Context, in *CheckRoutinesRequest, opts ...grpc.CallOption) (*CheckRoutinesResponse, error)
 	// GetDeadLetterStats counts the dead letters and dates the oldest.
 	GetDeadLetterStats(ctx context.Context, in *GetDeadLetterStatsRequest, opts ...grpc.CallOption) (*GetDeadLetterStatsResponse, error)
+	// Reply answers a message waiting for a person (a routine's question or a
+	// review). The reply is recorded durably before the call returns. A
+	// message that is not waiting is FAILED_PRECONDITION, an option the wait
+	// does not offer INVALID_ARGUMENT, a second answer to the same wait
+	// ALREADY_EXISTS (the same request_id with the same answer is
+	// acknowledged again); a refused reply is recorded and changes nothing.
+	Reply(ctx context.Context, in *ReplyRequest, opts ...grpc.CallOption) (*ReplyResponse, error)
+	// ListWaits lists the messages waiting for a person, oldest first.
+	ListWaits(ctx context.Context, in *ListWaitsRequest, opts ...grpc.CallOption) (*ListWaitsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -447,6 +458,26 @@ func (c *controllerServiceClient) GetDeadLetterStats(ctx context.Context, in *Ge
 	return out, nil
 }
 
+func (c *controllerServiceClient) Reply(ctx context.Context, in *ReplyRequest, opts ...grpc.CallOption) (*ReplyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplyResponse)
+	err := c.cc.Invoke(ctx, ControllerService_Reply_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) ListWaits(ctx context.Context, in *ListWaitsRequest, opts ...grpc.CallOption) (*ListWaitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWaitsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ListWaits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -573,6 +604,15 @@ type ControllerServiceServer interface {
 	CheckRoutines(context.Context, *CheckRoutinesRequest) (*CheckRoutinesResponse, error)
 	// GetDeadLetterStats counts the dead letters and dates the oldest.
 	GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error)
+	// Reply answers a message waiting for a person (a routine's question or a
+	// review). The reply is recorded durably before the call returns. A
+	// message that is not waiting is FAILED_PRECONDITION, an option the wait
+	// does not offer INVALID_ARGUMENT, a second answer to the same wait
+	// ALREADY_EXISTS (the same request_id with the same answer is
+	// acknowledged again); a refused reply is recorded and changes nothing.
+	Reply(context.Context, *ReplyRequest) (*ReplyResponse, error)
+	// ListWaits lists the messages waiting for a person, oldest first.
+	ListWaits(context.Context, *ListWaitsRequest) (*ListWaitsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -648,6 +688,12 @@ func (UnimplementedControllerServiceServer) CheckRoutines(context.Context, *Chec
 }
 func (UnimplementedControllerServiceServer) GetDeadLetterStats(context.Context, *GetDeadLetterStatsRequest) (*GetDeadLetterStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetDeadLetterStats not implemented")
+}
+func (UnimplementedControllerServiceServer) Reply(context.Context, *ReplyRequest) (*ReplyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reply not implemented")
+}
+func (UnimplementedControllerServiceServer) ListWaits(context.Context, *ListWaitsRequest) (*ListWaitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWaits not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -1020,6 +1066,42 @@ func _ControllerService_GetDeadLetterStats_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_Reply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).Reply(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_Reply_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).Reply(ctx, req.(*ReplyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_ListWaits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWaitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ListWaits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ListWaits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ListWaits(ctx, req.(*ListWaitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1090,6 +1172,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetDeadLetterStats",
 			Handler:    _ControllerService_GetDeadLetterStats_Handler,
+		},
+		{
+			MethodName: "Reply",
+			Handler:    _ControllerService_Reply_Handler,
+		},
+		{
+			MethodName: "ListWaits",
+			Handler:    _ControllerService_ListWaits_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -41,6 +41,9 @@ const (
 	// decreectl): its partial changes are in the tree. Resume it with
 	// `decreectl process`, or drop it (reverting) with `decreectl cancel`.
 	MessageState_MESSAGE_STATE_INTERRUPTED MessageState = 5
+	// Queued, waiting for a person's reply (a question or a review);
+	// ListWaits says to what.
+	MessageState_MESSAGE_STATE_WAITING MessageState = 6
 )
 
 // Enum value maps for MessageState.
@@ -52,6 +55,7 @@ var (
 		3: "MESSAGE_STATE_DONE",
 		4: "MESSAGE_STATE_DEAD",
 		5: "MESSAGE_STATE_INTERRUPTED",
+		6: "MESSAGE_STATE_WAITING",
 	}
 	MessageState_value = map[string]int32{
 		"MESSAGE_STATE_UNSPECIFIED": 0,
@@ -60,6 +64,7 @@ var (
 		"MESSAGE_STATE_DONE":        3,
 		"MESSAGE_STATE_DEAD":        4,
 		"MESSAGE_STATE_INTERRUPTED": 5,
+		"MESSAGE_STATE_WAITING":     6,
 	}
 )
 
@@ -235,6 +240,14 @@ const (
 	// An attempt failed on an AI tool's usage limit; the message waits until
 	// the event's until time and is then retried (the wait is no attempt).
 	EventKind_EVENT_KIND_USAGE_LIMIT_WAIT EventKind = 12
+	// A message waits for a person: its routine asked a question, or a
+	// successful attempt awaits review. wait_id names the wait, text is the
+	// question, until its deadline (if any).
+	EventKind_EVENT_KIND_WAITING EventKind = 13
+	// A reply to wait_id was recorded; text is the option.
+	EventKind_EVENT_KIND_REPLIED EventKind = 14
+	// Wait wait_id's deadline passed before any reply (outcome timed_out).
+	EventKind_EVENT_KIND_TIMED_OUT EventKind = 15
 )
 
 // Enum value maps for EventKind.
@@ -253,6 +266,9 @@ var (
 		10: "EVENT_KIND_WARNING",
 		11: "EVENT_KIND_HOOK_FINISHED",
 		12: "EVENT_KIND_USAGE_LIMIT_WAIT",
+		13: "EVENT_KIND_WAITING",
+		14: "EVENT_KIND_REPLIED",
+		15: "EVENT_KIND_TIMED_OUT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":      0,
@@ -268,6 +284,9 @@ var (
 		"EVENT_KIND_WARNING":          10,
 		"EVENT_KIND_HOOK_FINISHED":    11,
 		"EVENT_KIND_USAGE_LIMIT_WAIT": 12,
+		"EVENT_KIND_WAITING":          13,
+		"EVENT_KIND_REPLIED":          14,
+		"EVENT_KIND_TIMED_OUT":        15,
 	}
 )
 
@@ -1001,7 +1020,9 @@ type Event struct {
 	// The job that caused it (a ProcessMigrations job id), if any.
 	JobId string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// For USAGE_LIMIT_WAIT: when the retry starts.
-	Until         *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=until,proto3" json:"until,omitempty"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=until,proto3" json:"until,omitempty"`
+	// For WAITING, REPLIED and TIMED_OUT: the wait (<message id>-w<k>).
+	WaitId        string `protobuf:"bytes,13,opt,name=wait_id,json=waitId,proto3" json:"wait_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1118,6 +1139,13 @@ func (x *Event) GetUntil() *timestamppb.Timestamp {
 		return x.Until
 	}
 	return nil
+}
+
+func (x *Event) GetWaitId() string {
+	if x != nil {
+		return x.WaitId
+	}
+	return ""
 }
 
 // UsageLimitWait is a message waiting for an AI tool's usage limit to reset.
@@ -1809,7 +1837,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\x12&\n" +
 	"\x05usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\x05usage\x12 \n" +
 	"\fmax_cost_usd\x18\x15 \x01(\x01R\n" +
-	"maxCostUsd\"\xfd\x02\n" +
+	"maxCostUsd\"\x96\x03\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
@@ -1824,7 +1852,8 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\tworker_id\x18\n" +
 	" \x01(\tR\bworkerId\x12\x15\n" +
 	"\x06job_id\x18\v \x01(\tR\x05jobId\x120\n" +
-	"\x05until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"y\n" +
+	"\x05until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x17\n" +
+	"\await_id\x18\r \x01(\tR\x06waitId\"y\n" +
 	"\x0eUsageLimitWait\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x120\n" +
@@ -1886,14 +1915,15 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x125\n" +
-	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration*\xb1\x01\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration*\xcc\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MESSAGE_STATE_QUEUED\x10\x01\x12\x19\n" +
 	"\x15MESSAGE_STATE_RUNNING\x10\x02\x12\x16\n" +
 	"\x12MESSAGE_STATE_DONE\x10\x03\x12\x16\n" +
 	"\x12MESSAGE_STATE_DEAD\x10\x04\x12\x1d\n" +
-	"\x19MESSAGE_STATE_INTERRUPTED\x10\x05*Y\n" +
+	"\x19MESSAGE_STATE_INTERRUPTED\x10\x05\x12\x19\n" +
+	"\x15MESSAGE_STATE_WAITING\x10\x06*Y\n" +
 	"\vMessageType\x12\x1c\n" +
 	"\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_TYPE_TASK\x10\x01\x12\x15\n" +
@@ -1904,7 +1934,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x13RUN_OUTCOME_RUNNING\x10\x01\x12\x19\n" +
 	"\x15RUN_OUTCOME_SUCCEEDED\x10\x02\x12\x1d\n" +
 	"\x19RUN_OUTCOME_DEAD_LETTERED\x10\x03\x12\x19\n" +
-	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\x91\x03\n" +
+	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\xdb\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVENT_KIND_MESSAGE_QUEUED\x10\x01\x12\x1e\n" +
@@ -1919,7 +1949,10 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x12EVENT_KIND_WARNING\x10\n" +
 	"\x12\x1c\n" +
 	"\x18EVENT_KIND_HOOK_FINISHED\x10\v\x12\x1f\n" +
-	"\x1bEVENT_KIND_USAGE_LIMIT_WAIT\x10\f*\x7f\n" +
+	"\x1bEVENT_KIND_USAGE_LIMIT_WAIT\x10\f\x12\x16\n" +
+	"\x12EVENT_KIND_WAITING\x10\r\x12\x16\n" +
+	"\x12EVENT_KIND_REPLIED\x10\x0e\x12\x18\n" +
+	"\x14EVENT_KIND_TIMED_OUT\x10\x0f*\x7f\n" +
 	"\rRoutineFormat\x12\x1e\n" +
 	"\x1aROUTINE_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTINE_FORMAT_SHELL\x10\x01\x12\x1b\n" +
