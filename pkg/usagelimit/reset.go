@@ -36,6 +36,10 @@ var (
 		"sep": 9, "oct": 10, "nov": 11, "dec": 12}
 )
 
+// recentPast is how long ago a machine-form reset may lie and still be
+// taken as "passed, retry now"; an older one is taken as unreadable.
+const recentPast = 24 * time.Hour
+
 // resetTime reads the reset time of a notice line.
 func resetTime(line string, now time.Time, loc *time.Location) (time.Time, bool) {
 	if m := epochRe.FindStringSubmatch(line); m != nil {
@@ -43,6 +47,10 @@ func resetTime(line string, now time.Time, loc *time.Location) (time.Time, bool)
 			t := time.Unix(sec, 0)
 			if t.After(now) {
 				return t, true
+			}
+			if now.Sub(t) < recentPast {
+				// Passed already (read after a restart, say): no wait.
+				return now, true
 			}
 		}
 		return time.Time{}, false

@@ -29,6 +29,7 @@ func TestDetect(t *testing.T) {
 		{"relative", "Session limit reached. Resets in 2h 30m", "2026-11-24T15:48:00Z"},
 		{"machine form with unix time", `{"type":"result","result":"Claude AI usage limit reached|1764000000"}`, "fallback"},
 		{"machine form in the future", "Claude AI usage limit reached|1795533480", "2026-11-24T15:18:00Z"},
+		{"machine form passed a moment ago", "Claude AI usage limit reached|1795521600", "now"},
 		{"unparseable time: one hour", "Claude usage limit reached. Your limit will reset soon.", "fallback"},
 		{"cap", "usage limit reached; resets in 200h", "cap"},
 		{"last notice wins", "You've hit your session limit · resets 1:10am\nretrying\n5-hour limit reached ∙ resets 3am\n", "2026-11-25T02:00:00Z"},
