@@ -81,10 +81,17 @@
 //
 // Modes are git's: "644" (regular), "755" (owner-executable), "120000"
 // (symlink; "link" holds the target and sha256/size describe the target
-// text). Finer permission bits are not tracked; applying a change keeps a
-// file's other permission bits, and a file Apply creates or restores gets
-// exactly 0644 or 0755. Verification after Apply checks those permission
-// bits too, so a file restored with permission 000 is an error. Empty directories are not tracked, and
+// text), and diffs speak only git's 100644/100755. The exact permission
+// bits are recorded beside them: a regular file whose bits are not its
+// mode's default (0644, 0755) has "perm": "600" (or "700", "640", ...) in
+// its entry, and every manifest a snapshot takes says "exact_perms": true.
+// Revert, Apply with a wanted manifest and Restore give every file they
+// write, and every file whose bits alone changed (a chmod 600 makes no
+// diff section), exactly the recorded bits, and verify them afterwards: a
+// routine that chmods 700 a 644 file and fails leaves it 644. Restoring to
+// a manifest without "exact_perms" (written by an older decree) keeps a
+// file's bits git does not track, as before. Setuid, setgid and sticky
+// bits are not recorded. Empty directories are not tracked, and
 // directories a diff empties are removed (as git apply does).
 //
 // A Checkpointer serves one project: it owns that project's object store and

@@ -40,7 +40,7 @@ func (c *Checkpointer) DiffTo(ctx context.Context, root string, before *Manifest
 		if _, ok := tree.Files[p]; !ok {
 			// Something of before is missing (deleted, or hidden by an
 			// ignore rule): add the tracked ones to a copy.
-			after = &Manifest{Files: maps.Clone(tree.Files)}
+			after = &Manifest{Files: maps.Clone(tree.Files), Perms: maps.Clone(tree.Perms)}
 			break
 		}
 	}

@@ -101,7 +101,8 @@ func ChangedFile(root, diffPath string) ([]string, error) {
 type head struct {
 	path    string
 	deleted bool
-	newID   string // full git blob id of the result ("" when not given)
+	newID   string // full git blob id of the result ("" for a mode change alone)
+	newMode Mode   // the result's mode, for a mode change alone
 }
 
 func readHeadsFile(p string) ([]head, error) {
@@ -138,7 +139,14 @@ func readHeads(r io.Reader) ([]head, error) {
 		if err := fsutil.CheckRelPath(h.path); err != nil {
 			return fmt.Errorf("revert: refusing diff path: %w", err)
 		}
-		if !f.IsDelete && !fullOID(h.newID) {
+		modeOnly := !f.IsNew && !f.IsDelete && h.newID == "" && f.OldMode != f.NewMode && f.NewMode != 0
+		if modeOnly {
+			m, ok := modeFromGit(f.NewMode)
+			if !ok || m == ModeSymlink {
+				return fmt.Errorf("%w: section %q has an unsupported mode %o", ErrCorruptDiff, h.path, f.NewMode)
+			}
+			h.newMode = m
+		} else if !f.IsDelete && !fullOID(h.newID) {
 			return fmt.Errorf("%w: section %q has no full blob id of its result; decree's diffs always carry one", ErrCorruptDiff, h.path)
 		}
 		heads = append(heads, h)
@@ -200,6 +208,10 @@ func changedHeads(root string, heads []head) ([]string, error) {
 			}
 		case !exists:
 			out = append(out, h.path)
+		case h.newID == "": // a mode change alone
+			if ModeOf(loc.info.Mode()) != h.newMode {
+				out = append(out, h.path)
+			}
 		default:
 			id, err := blobIDOf(loc.abs, loc.info)
 			if err != nil {
