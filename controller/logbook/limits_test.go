@@ -24,7 +24,7 @@ func limitedBook(t *testing.T, max uint64) (*Book, string) {
 func line(i int) string { return fmt.Sprintf("line %04d %s\n", i, strings.Repeat(".", 89)) }
 
 // TestLogOverTheLimitKeepsItsTail: a log of 1,000 bytes under a 256-byte
-// limit never grows past 1.5 times the limit while the attempt runs, ends
+// limit never grows past 6 times the limit while the attempt runs, ends
 // as a notice plus exactly its last 256 bytes, keeps counting logical
 // offsets (resends are still idempotent, also after a restart), and a
 // follower from the start gets the notice and the tail.
@@ -41,7 +41,7 @@ func TestLogOverTheLimitKeepsItsTail(t *testing.T) {
 		if err != nil || stored != uint64(all.Len()) {
 			t.Fatalf("append %d: stored %d, %v; want %d", i, stored, err, all.Len())
 		}
-		if fi, _ := os.Stat(p); fi.Size() > max+max/2+200 {
+		if fi, _ := os.Stat(p); fi.Size() > 6*max+200 {
 			t.Fatalf("live log grew to %d bytes with a limit of %d", fi.Size(), max)
 		}
 	}
@@ -173,5 +173,47 @@ func TestFollowWaitsForAnAttemptAboutToBegin(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the follower did not finish")
+	}
+}
+
+// TestLiveLogIsCutInTheBackground: a routine printing 40 times the limit
+// never makes the live file pass six times the limit plus a chunk (the
+// background cut, and an Append waiting for it, keep it there), offsets
+// keep counting, and the ended log is the notice plus exactly its tail.
+func TestLiveLogIsCutInTheBackground(t *testing.T) {
+	const max = 256
+	b, dir := limitedBook(t, max)
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	p := filepath.Join(dir, "m.1.routine.log")
+	var all strings.Builder
+	b.Begin("m", 1)
+	for i := 0; i < 100; i++ {
+		stored, err := b.Append(k, uint64(all.Len()), []byte(line(i)))
+		all.WriteString(line(i))
+		if err != nil || stored != uint64(all.Len()) {
+			t.Fatalf("append %d: stored %d, %v; want %d", i, stored, err, all.Len())
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Size() > 6*max+100+200 {
+			t.Fatalf("live log grew to %d bytes with a limit of %d", fi.Size(), max)
+		}
+	}
+	b.End("m", 1)
+	got, _ := os.ReadFile(p)
+	total := all.Len()
+	want := string(noticeLine(uint64(total-max), max)) + all.String()[total-max:]
+	if string(got) != want {
+		t.Fatalf("ended log:\n%q\nwant\n%q", got, want)
+	}
+	// A cut still copying when the attempt ended drops its file.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		leftovers, _ := filepath.Glob(filepath.Join(dir, ".decree-log.tmp-*"))
+		if len(leftovers) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("temporary files left: %v", leftovers)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
