@@ -12,6 +12,8 @@
 # for tmpfs); every benchmark prints the load average beside its ratios.
 #   queue       the same with 1 / 1,000 / 10,000 queued, separate controller
 #               and worker processes, and 20 clients polling status
+#   stream      200 MB of routine output through decreectl run, end to end,
+#               vs bash | cat > /dev/null
 #   drivers     200 MB of routine output through a driver vs bash > /dev/null,
 #               for two routines, with the splice floor of pipe capture
 #   worker      routine output through the worker's log shipping (heap)
@@ -32,5 +34,6 @@ echo; echo "== queue"; "$here/queue/run.sh"
 echo; echo "== memory"; "$here/memory/run.sh" 1,200,1024
 echo; echo "== memory (message body)"; "$here/memory/run.sh" -message 60
 cd "$repo"
+echo; echo "== stream, decreectl run end to end"; "$here/stream/run.sh" 3
 echo; echo "== drivers"; go test -run '^$' -bench Stream200MB -benchtime 3x ./pkg/driver/shell/
 echo; echo "== worker"; go test -run '^$' -bench RoutineOutput -benchtime 3x ./worker/

@@ -118,7 +118,7 @@ func run(ctl string, n, files, runs int) error {
 		dirs = append(dirs, dir)
 		bashS, decreeS = append(bashS, b), append(decreeS, d)
 		rss = max(rss, r)
-		fmt.Printf("run %d: bash seconds=%.3f ralph seconds=%.3f decree seconds=%.3f maxrss_mb=%.1f load=%s\n", i+1, b, g, d, float64(r)/1024, loadAvg())
+		fmt.Printf("run %d: bash seconds=%.3f ralph seconds=%.3f decree seconds=%.3f maxrss_mb=%.1f load=%s\n", i+1, b, g, d, float64(r)/1024, benchproj.LoadAvg())
 	}
 	// A chain a quarter as long, for the memory comparison.
 	small := max(n/4, 1)
@@ -135,29 +135,17 @@ func run(ctl string, n, files, runs int) error {
 	fmt.Printf("bash      n=%d seconds=%.3f\n", n, b)
 	fmt.Printf("decree    n=%d seconds=%.3f maxrss_mb=%.1f\n", n, d, float64(rss)/1024)
 	fmt.Printf("decree    n=%d maxrss_mb=%.1f (memory check: flat if close to the line above)\n", small, float64(rssSmall)/1024)
-	fmt.Printf("overhead  files=%d queued=%d ms_per_message=%.2f ratio=%.1f load=%s\n", files, queued, (d-b)*1000/float64(n), d/b, loadAvg())
+	fmt.Printf("overhead  files=%d queued=%d ms_per_message=%.2f ratio=%.1f load=%s\n", files, queued, (d-b)*1000/float64(n), d/b, benchproj.LoadAvg())
 	if ralph {
 		g := median(ralphS)
 		fmt.Printf("ralph     files=%d n=%d seconds=%.3f ms_per_message=%.2f decree_ms_per_message=%.2f decree_over_ralph=%.2f load=%s\n",
-			files, n, g, g*1000/float64(n), d*1000/float64(n), d/g, loadAvg())
+			files, n, g, g*1000/float64(n), d*1000/float64(n), d/g, benchproj.LoadAvg())
 	}
 	return nil
 }
 
 // ralph selects the ralph-loop reference (-ralph).
 var ralph bool
-
-// loadAvg is the 1-minute load average ("n/a" where /proc is missing).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "n/a"
-	}
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return "n/a"
-}
 
 // editingRoutine is benchproj's routine that also appends a line to a
 // tracked file, so that every message changes the tree.
