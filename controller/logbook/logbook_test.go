@@ -164,34 +164,43 @@ func BenchmarkCapped200MB(b *testing.B) {
 				dir := b.TempDir()
 				book := NewWithOptions(func(k Key) (string, error) { return filepath.Join(dir, k.Stream+".log"), nil },
 					Options{MaxBytes: func() uint64 { return c.max }})
-				book.Begin("m", 1)
-				k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
-				var off uint64
-				for off < total {
-					n, err := book.Append(k, off, chunk)
-					if err != nil {
-						b.Fatal(err)
-					}
-					off = n
-				}
-				book.End("m", 1)
+				storeAll(b, book, chunk, total)
 			}
 		})
 	}
 	b.Run("plain-file", func(b *testing.B) {
 		b.SetBytes(total)
 		for b.Loop() {
-			f, err := os.OpenFile(filepath.Join(b.TempDir(), "x.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for off := 0; off < total; off += len(chunk) {
-				if _, err := f.Write(chunk); err != nil {
-					b.Fatal(err)
-				}
-			}
-			f.Sync()
-			f.Close()
+			writePlain(b, chunk, total/len(chunk))
 		}
 	})
+}
+
+// writePlain appends chunk n times to a new file and syncs it.
+func writePlain(b *testing.B, chunk []byte, n int) {
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "x.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	for i := 0; i < n; i++ {
+		if _, err := f.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f.Sync()
+}
+
+// storeAll stores total bytes, chunk after chunk, as one attempt's log.
+func storeAll(b *testing.B, book *Book, chunk []byte, total uint64) {
+	book.Begin("m", 1)
+	defer book.End("m", 1)
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	for off := uint64(0); off < total; {
+		n, err := book.Append(k, off, chunk)
+		if err != nil {
+			b.Fatal(err)
+		}
+		off = n
+	}
 }

@@ -5,8 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/decreehq/decree/pkg/fsutil"
 )
 
 // Cutting a live log to its tail happens in the background, so a routine's
@@ -84,26 +82,12 @@ func (b *Book) trimFile(k Key, lf *logFile, p string, max uint64, end, header in
 	if err == nil && rest != lf.fileSize-end {
 		err = fmt.Errorf("read %d of %d appended bytes", rest, lf.fileSize-end)
 	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = fsutil.WriteFileAtomic(markerPath(p), notice, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
 	if err != nil {
 		return fmt.Errorf("cut log %s to its tail: %w", k, err)
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
-	if err != nil {
-		return fmt.Errorf("reopen log %s after cutting it: %w", k, err)
+	if err := installLocked(k, lf, p, tmp, notice, dropped, int64(len(notice))+int64(max)+rest); err != nil {
+		return err
 	}
-	lf.f.Close()
-	lf.f = f
-	lf.fileSize = int64(len(notice)) + int64(max) + rest
-	lf.dropped, lf.header = dropped, int64(len(notice))
 	b.notifyLocked(k)
 	return nil
 }

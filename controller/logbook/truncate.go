@@ -112,9 +112,18 @@ func (b *Book) truncateLocked(k Key, lf *logFile, max uint64) error {
 		err = copyRange(tmp, src, notice, keepFrom, keepFrom+int64(max))
 		src.Close()
 	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
+	if err != nil {
+		tmp.Close()
+		return fmt.Errorf("cut log %s to its tail: %w", k, err)
 	}
+	return installLocked(k, lf, p, tmp, notice, dropped, int64(len(notice))+int64(max))
+}
+
+// installLocked makes tmp, holding notice and the kept bytes (size bytes
+// in all), the log at p: the marker is written, tmp renamed over p and
+// reopened for appending in place of lf's file.
+func installLocked(k Key, lf *logFile, p string, tmp *os.File, notice []byte, dropped uint64, size int64) error {
+	err := tmp.Chmod(0o644)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -133,7 +142,7 @@ func (b *Book) truncateLocked(k Key, lf *logFile, max uint64) error {
 	}
 	lf.f.Close()
 	lf.f = f
-	lf.dropped, lf.header, lf.fileSize = dropped, int64(len(notice)), int64(len(notice))+int64(max)
+	lf.dropped, lf.header, lf.fileSize = dropped, int64(len(notice)), size
 	return nil
 }
 

@@ -74,7 +74,7 @@ func runPermCase(t *testing.T, root string, tc permCase) {
 // what git apply and GNU patch can be held to.
 var permField = regexp.MustCompile(`(?m)^(\S+ (?:644|755)) \d{4} `)
 
-func gitState(t *testing.T, root string) string {
+func gitState(t testing.TB, root string) string {
 	return permField.ReplaceAllString(treeState(t, root), "$1 ")
 }
 
@@ -123,14 +123,7 @@ func TestRevertRestoresExactPermissions(t *testing.T) {
 					}
 					check := func(tool, from string, args []string, want string) {
 						t.Helper()
-						dir := t.TempDir()
-						copyTree(t, from, dir)
-						if out, err := run(t, dir, gitEnv(t), args[0], args[1:]...); err != nil {
-							t.Fatalf("%s failed: %v\n%s\ndiff:\n%s", tool, err, out, diff)
-						}
-						if got := gitState(t, dir); got != want {
-							t.Fatalf("%s: tree differs\n got: %q\nwant: %q\ndiff:\n%s", tool, got, want, diff)
-						}
+						runOracle(t, tool, from, args, want, diff, gitState)
 					}
 					g0, g1 := permField.ReplaceAllString(want0, "$1 "), permField.ReplaceAllString(want1, "$1 ")
 					check("git apply", pre, []string{"git", "apply", patchFile}, g1)
