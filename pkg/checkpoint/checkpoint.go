@@ -13,8 +13,8 @@
 //
 // A diff is one text in git's extended unified format ("diff --git",
 // "new file mode", "old mode"/"new mode", "GIT binary patch" with literal
-// zlib+base85 content for both directions, paths quoted the way git quotes
-// them), readable by people and accepted by `git apply` and, for text
+// or delta zlib+base85 hunks for both directions, paths quoted the way git
+// quotes them), readable by people and accepted by `git apply` and, for text
 // changes, GNU `patch -p1`, forward and reverse. Each section carries an
 // "index" line with git's full blob ids of both sides.
 //
@@ -37,10 +37,13 @@
 //
 // Memory: DiffTo streams a diff to a writer, and writes every change with
 // a side over StreamThreshold (8 MiB) as a binary patch streamed from the
-// store; Restore puts a tree back to a manifest from the store without a
-// diff; RevertFile undoes a stored diff over 64 MiB by reading only its
-// section headers, then restoring. They keep memory bounded whatever the
-// size of the files. Diff, Apply and Revert work in memory (the diff, and
+// store: as git's "delta" hunks (forward and reverse, a few hundred bytes
+// for a 16-byte edit of a 500 MB file) when the two sides share most
+// blocks at the same offsets, else as literals (bindelta.go); Restore
+// puts a tree back to a manifest from the store without a diff;
+// RevertFile undoes a stored diff over 64 MiB, or one touching a file over
+// StreamThreshold, by reading only its section headers, then restoring.
+// They keep memory bounded whatever the size of the files. Diff, Apply and Revert work in memory (the diff, and
 // the touched files).
 //
 // Line diffs use Myers' algorithm in linear space (myers.go): minimal, and a
