@@ -85,7 +85,8 @@ func TestLargeFileDeltaDiff(t *testing.T) {
 			writeSpec(t, root, map[string]spec{"notes.txt": file("b\n")})
 			want1 := treeState(t, root)
 			var diff bytes.Buffer
-			if _, err := cp.DiffTo(ctx, root, before, &diff); err != nil {
+			after, err := cp.DiffTo(ctx, root, before, &diff)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if diff.Len() >= 1<<20 {
@@ -117,6 +118,19 @@ func TestLargeFileDeltaDiff(t *testing.T) {
 				if got := gitState(t, work); got != permField.ReplaceAllString(dir.want, "$1 ") {
 					t.Fatalf("git %v: tree differs", dir.args)
 				}
+			}
+			// decree's own Apply (go-gitdiff reads the delta) forward on
+			// a copy of the old tree.
+			fwd := t.TempDir()
+			copyTree(t, root, fwd)
+			os.WriteFile(filepath.Join(fwd, "data.bin"), base, 0o644)
+			os.Chmod(filepath.Join(fwd, "data.bin"), 0o644)
+			writeSpec(t, fwd, map[string]spec{"notes.txt": file("a\n")})
+			if err := cp.Apply(ctx, fwd, diff.Bytes(), false, after); err != nil {
+				t.Fatalf("Apply forward: %v", err)
+			}
+			if got := treeState(t, fwd); got != want1 {
+				t.Fatal("Apply forward: tree differs")
 			}
 			if changed, err := ChangedFile(root, patch); err != nil || len(changed) != 0 {
 				t.Fatalf("ChangedFile: %v %v", changed, err)
