@@ -10,6 +10,14 @@
 // run leaves them queued (it processes only its own chain), so every
 // message of the chain is processed with Q others waiting.
 //
+// -ralph also times the loop most users write by hand without decree, a
+// "ralph loop": bash routine.sh && git add -A && git commit -q, once per
+// message, on a committed git repository of the same tree (.decree/
+// excluded). The routine then also appends a line to a tracked file, so
+// every message changes the tree and every commit has something to commit.
+// The three are interleaved within each run, and each line carries the
+// load average.
+//
 // -profile runs decreectl in this process (cli.Main) once and writes
 // cpu.pprof, the blocking and mutex profiles and an execution trace
 // (trace.out) into DIR.
@@ -19,6 +27,7 @@
 //	bash      n=200 seconds=...
 //	decree    n=200 seconds=... maxrss_mb=...
 //	overhead  ms_per_message=... ratio=...
+//	ralph     n=200 seconds=... ms_per_message=... decree_over_ralph=... load=...
 //
 // Peak RSS is the decreectl process's (controller and worker are embedded
 // in it); routines are separate processes and not counted. Memory is flat
@@ -34,6 +43,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +57,7 @@ func main() {
 	runs := flag.Int("runs", 3, "repetitions; the median is reported")
 	prof := flag.String("profile", "", "profile one in-process run into this directory")
 	flag.IntVar(&queued, "queued", 0, "messages of other chains queued in the inbox")
+	flag.BoolVar(&ralph, "ralph", false, "also time bash + git add -A + git commit per message")
 	flag.Parse()
 	if *prof != "" {
 		if err := profile(*prof, *n, *files); err != nil {
@@ -76,7 +87,7 @@ func run(ctl string, n, files, runs int) error {
 			os.RemoveAll(d)
 		}
 	}()
-	var bashS, decreeS []float64
+	var bashS, decreeS, ralphS []float64
 	var rss, rssSmall int64
 	for i := 0; i < runs; i++ {
 		dir, err := project(files, n)
@@ -88,6 +99,18 @@ func run(ctl string, n, files, runs int) error {
 		if err != nil {
 			return err
 		}
+		var g float64
+		if ralph {
+			rdir, err := project(files, n)
+			if err != nil {
+				return err
+			}
+			dirs = append(dirs, rdir)
+			if g, err = viaRalph(rdir, n); err != nil {
+				return err
+			}
+			ralphS = append(ralphS, g)
+		}
 		d, r, err := viaDecree(ctl, dir, n)
 		if err != nil {
 			return err
@@ -95,7 +118,7 @@ func run(ctl string, n, files, runs int) error {
 		dirs = append(dirs, dir)
 		bashS, decreeS = append(bashS, b), append(decreeS, d)
 		rss = max(rss, r)
-		fmt.Printf("run %d: bash seconds=%.3f decree seconds=%.3f maxrss_mb=%.1f\n", i+1, b, d, float64(r)/1024)
+		fmt.Printf("run %d: bash seconds=%.3f ralph seconds=%.3f decree seconds=%.3f maxrss_mb=%.1f load=%s\n", i+1, b, g, d, float64(r)/1024, benchproj.LoadAvg())
 	}
 	// A chain a quarter as long, for the memory comparison.
 	small := max(n/4, 1)
@@ -112,8 +135,68 @@ func run(ctl string, n, files, runs int) error {
 	fmt.Printf("bash      n=%d seconds=%.3f\n", n, b)
 	fmt.Printf("decree    n=%d seconds=%.3f maxrss_mb=%.1f\n", n, d, float64(rss)/1024)
 	fmt.Printf("decree    n=%d maxrss_mb=%.1f (memory check: flat if close to the line above)\n", small, float64(rssSmall)/1024)
-	fmt.Printf("overhead  files=%d queued=%d ms_per_message=%.2f ratio=%.1f\n", files, queued, (d-b)*1000/float64(n), d/b)
+	fmt.Printf("overhead  files=%d queued=%d ms_per_message=%.2f ratio=%.1f load=%s\n", files, queued, (d-b)*1000/float64(n), d/b, benchproj.LoadAvg())
+	if ralph {
+		g := median(ralphS)
+		fmt.Printf("ralph     files=%d n=%d seconds=%.3f ms_per_message=%.2f decree_ms_per_message=%.2f decree_over_ralph=%.2f load=%s\n",
+			files, n, g, g*1000/float64(n), d*1000/float64(n), d/g, benchproj.LoadAvg())
+	}
 	return nil
+}
+
+// ralph selects the ralph-loop reference (-ralph).
+var ralph bool
+
+// editingRoutine is benchproj's routine that also appends a line to a
+// tracked file, so that every message changes the tree.
+var editingRoutine = strings.Replace(benchproj.Routine, "exit 0\n", "printf '%s\\n' \"$seq\" >> src/d00/f0000.txt\nexit 0\n", 1)
+
+// viaRalph commits the tree (untimed), then runs the routine n times,
+// each followed by git add -A && git commit -q, as a ralph loop does.
+func viaRalph(dir string, n int) (float64, error) {
+	home, err := os.MkdirTemp("", "decree-pipebench-home-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(home)
+	env := append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@example.com", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@example.com")
+	git := func(args ...string) error {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v\n%s", args, err, out)
+		}
+		return nil
+	}
+	if err := git("init", "-q"); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git", "info", "exclude"), []byte(".decree/\n"), 0o644); err != nil {
+		return 0, err
+	}
+	if err := git("add", "-A"); err != nil {
+		return 0, err
+	}
+	if err := git("commit", "-qm", "base"); err != nil {
+		return 0, err
+	}
+	benchproj.Settle()
+	script := filepath.Join(dir, ".decree", "routines", "chain.sh")
+	chain := "2000010100000000"
+	start := time.Now()
+	for seq := 0; seq < n; seq++ {
+		id := chain + "-" + strconv.Itoa(seq)
+		loop := "bash " + script + " && git add -A && git commit -q -m step"
+		cmd := exec.Command("bash", "-c", loop)
+		cmd.Dir = dir
+		cmd.Env = append(env, "chain="+chain, "seq="+strconv.Itoa(seq), "message_id="+id,
+			"message_dir=.decree/runs/"+id, "message_file=.decree/runs/"+id+"/message.md", "spec_file=", "last="+strconv.Itoa(n-1))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("ralph loop step %d: %v\n%s", seq, err, out)
+		}
+	}
+	return time.Since(start).Seconds(), nil
 }
 
 // queued is the number of messages of other chains in the inbox (-queued).
@@ -126,6 +209,11 @@ func project(files, n int) (string, error) {
 	dir, err := benchproj.New("decree-pipebench-", files, n+10, "chain")
 	if err != nil {
 		return "", err
+	}
+	if ralph {
+		if err := os.WriteFile(filepath.Join(dir, ".decree", "routines", "chain.sh"), []byte(editingRoutine), 0o755); err != nil {
+			return "", err
+		}
 	}
 	return dir, benchproj.Queue(dir, queued, func(i int) string { return fmt.Sprintf("queued message %d\n", i) })
 }

@@ -24,27 +24,15 @@ func limitedBook(t *testing.T, max uint64) (*Book, string) {
 func line(i int) string { return fmt.Sprintf("line %04d %s\n", i, strings.Repeat(".", 89)) }
 
 // TestLogOverTheLimitKeepsItsTail: a log of 1,000 bytes under a 256-byte
-// limit never grows past 1.5 times the limit while the attempt runs, ends
+// limit never grows past 6 times the limit while the attempt runs, ends
 // as a notice plus exactly its last 256 bytes, keeps counting logical
 // offsets (resends are still idempotent, also after a restart), and a
 // follower from the start gets the notice and the tail.
 func TestLogOverTheLimitKeepsItsTail(t *testing.T) {
 	const max = 256
-	b, dir := limitedBook(t, max)
-	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
-	p := filepath.Join(dir, "m.1.routine.log")
+	b, _, k, p := liveLimited(t, max)
 	var all strings.Builder
-	b.Begin("m", 1)
-	for i := 0; i < 10; i++ {
-		stored, err := b.Append(k, uint64(all.Len()), []byte(line(i)))
-		all.WriteString(line(i))
-		if err != nil || stored != uint64(all.Len()) {
-			t.Fatalf("append %d: stored %d, %v; want %d", i, stored, err, all.Len())
-		}
-		if fi, _ := os.Stat(p); fi.Size() > max+max/2+200 {
-			t.Fatalf("live log grew to %d bytes with a limit of %d", fi.Size(), max)
-		}
-	}
+	appendLines(t, b, k, p, &all, 10, 6*max+200)
 	// A resend of bytes already counted is accepted and changes nothing.
 	if stored, err := b.Append(k, 900, []byte(line(9))); err != nil || stored != 1000 {
 		t.Fatalf("resend: %d, %v", stored, err)
@@ -174,4 +162,58 @@ func TestFollowWaitsForAnAttemptAboutToBegin(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the follower did not finish")
 	}
+}
+
+// TestLiveLogIsCutInTheBackground: a routine printing 40 times the limit
+// never makes the live file pass six times the limit plus a chunk (the
+// background cut, and an Append waiting for it, keep it there), offsets
+// keep counting, and the ended log is the notice plus exactly its tail.
+func TestLiveLogIsCutInTheBackground(t *testing.T) {
+	const max = 256
+	b, dir, k, p := liveLimited(t, max)
+	var all strings.Builder
+	appendLines(t, b, k, p, &all, 100, 6*max+100+200)
+	b.End("m", 1)
+	got, _ := os.ReadFile(p)
+	total := all.Len()
+	want := string(noticeLine(uint64(total-max), max)) + all.String()[total-max:]
+	if string(got) != want {
+		t.Fatalf("ended log:\n%q\nwant\n%q", got, want)
+	}
+	// A cut still copying when the attempt ended drops its file.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		leftovers, _ := filepath.Glob(filepath.Join(dir, ".decree-log.tmp-*"))
+		if len(leftovers) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("temporary files left: %v", leftovers)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// appendLines appends n test lines to k, checking the stored count after
+// each and that the file at p stays within bound bytes.
+func appendLines(t *testing.T, b *Book, k Key, p string, all *strings.Builder, n int, bound int64) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		stored, err := b.Append(k, uint64(all.Len()), []byte(line(i)))
+		all.WriteString(line(i))
+		if err != nil || stored != uint64(all.Len()) {
+			t.Fatalf("append %d: stored %d, %v; want %d", i, stored, err, all.Len())
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Size() > bound {
+			t.Fatalf("live log grew to %d bytes, more than %d", fi.Size(), bound)
+		}
+	}
+}
+
+// liveLimited is a book limited to max bytes per log with attempt 1 of
+// "m" under way, its routine stream's key and file.
+func liveLimited(t *testing.T, max uint64) (*Book, string, Key, string) {
+	b, dir := limitedBook(t, max)
+	b.Begin("m", 1)
+	return b, dir, Key{MessageID: "m", Attempt: 1, Stream: "routine"}, filepath.Join(dir, "m.1.routine.log")
 }

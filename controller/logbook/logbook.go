@@ -64,6 +64,9 @@ type Book struct {
 	files map[Key]*logFile
 	live  map[attemptKey]*liveAttempt
 	began chan struct{} // closed and replaced at every Begin
+	// trimmed is signalled (with mu) when a background cut finishes, for
+	// an Append waiting because the log outgrew the cut (see trim.go).
+	trimmed *sync.Cond
 }
 
 type logFile struct {
@@ -72,6 +75,8 @@ type logFile struct {
 	dropped  uint64 // logical bytes dropped from the front (truncation)
 	header   int64  // bytes of the truncation notice at the start of the file
 	fileSize int64
+	trimming bool // a background cut is under way (trim.go)
+	closed   bool // closed by closeLocked: a background cut in flight is dropped
 }
 
 type liveAttempt struct {
@@ -91,7 +96,9 @@ func NewWithOptions(pathFor PathFunc, opts Options) *Book {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
-	return &Book{pathFor: pathFor, opts: opts, files: map[Key]*logFile{}, live: map[attemptKey]*liveAttempt{}, began: make(chan struct{})}
+	b := &Book{pathFor: pathFor, opts: opts, files: map[Key]*logFile{}, live: map[attemptKey]*liveAttempt{}, began: make(chan struct{})}
+	b.trimmed = sync.NewCond(&b.mu)
+	return b
 }
 
 // Begin marks an attempt as under way: its followers wait for more bytes
@@ -135,6 +142,10 @@ func (b *Book) End(messageID string, attempt int) {
 // closeLocked cuts a log over the size limit to exactly its tail, then
 // syncs and closes it.
 func (b *Book) closeLocked(k Key, lf *logFile) {
+	if lf.closed {
+		return // closed while an Append waited for a cut
+	}
+	lf.closed = true
 	if max := b.maxBytes(); max > 0 && uint64(lf.fileSize-lf.header) > max {
 		if err := b.truncateLocked(k, lf, max); err != nil {
 			b.logTruncateError(k, err)
@@ -205,12 +216,8 @@ func (b *Book) Append(k Key, offset uint64, data []byte) (uint64, error) {
 	if err != nil {
 		return lf.size, fmt.Errorf("append to log %s: %w", k, err)
 	}
-	if max := b.maxBytes(); max > 0 && uint64(lf.fileSize-lf.header) > max+max/2 {
-		// Keep the tail: cut once half the limit again has accumulated,
-		// so each byte is copied a bounded number of times.
-		if err := b.truncateLocked(k, lf, max); err != nil {
-			return lf.size, err
-		}
+	if max := b.maxBytes(); max > 0 {
+		b.trimLocked(k, lf, max)
 	}
 	if !b.isLiveLocked(k) {
 		// Not under way: nothing else would close it.

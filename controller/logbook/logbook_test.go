@@ -144,3 +144,63 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCapped200MB stores 200 MB in 32 KiB chunks, as a routine
+// printing 200 MB would, through a book with the default 64 MiB tail cap,
+// through one without a cap, and as plain appends to a file (the floor).
+func BenchmarkCapped200MB(b *testing.B) {
+	chunk := make([]byte, 32<<10)
+	for i := range chunk {
+		chunk[i] = byte('a' + i%26)
+	}
+	const total = 200 << 20
+	for _, c := range []struct {
+		name string
+		max  uint64
+	}{{"cap-64MiB", 64 << 20}, {"no-cap", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(total)
+			for b.Loop() {
+				dir := b.TempDir()
+				book := NewWithOptions(func(k Key) (string, error) { return filepath.Join(dir, k.Stream+".log"), nil },
+					Options{MaxBytes: func() uint64 { return c.max }})
+				storeAll(b, book, chunk, total)
+			}
+		})
+	}
+	b.Run("plain-file", func(b *testing.B) {
+		b.SetBytes(total)
+		for b.Loop() {
+			writePlain(b, chunk, total/len(chunk))
+		}
+	})
+}
+
+// writePlain appends chunk n times to a new file and syncs it.
+func writePlain(b *testing.B, chunk []byte, n int) {
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "x.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	for i := 0; i < n; i++ {
+		if _, err := f.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f.Sync()
+}
+
+// storeAll stores total bytes, chunk after chunk, as one attempt's log.
+func storeAll(b *testing.B, book *Book, chunk []byte, total uint64) {
+	book.Begin("m", 1)
+	defer book.End("m", 1)
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	for off := uint64(0); off < total; {
+		n, err := book.Append(k, off, chunk)
+		if err != nil {
+			b.Fatal(err)
+		}
+		off = n
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -37,9 +36,10 @@ type Options struct {
 	// keeps, or 0 for no limit; it is asked on every append, so a changed
 	// configuration applies at once. A log over the limit keeps its tail:
 	// it is rewritten as a notice line saying how many bytes were dropped
-	// followed by its last MaxBytes bytes (while the attempt runs it may
-	// grow to 1.5 times the limit between two cuts; at the attempt's end
-	// it is cut to exactly the limit).
+	// followed by its last MaxBytes bytes (while the attempt runs it is cut
+	// in the background once it holds four times the limit and stays
+	// under six times it, see trim.go; at the attempt's end it is cut to
+	// exactly the limit).
 	MaxBytes func() uint64
 	// MaxStreams is how many streams one attempt may have
 	// (DefaultMaxStreams when zero).
@@ -107,13 +107,23 @@ func (b *Book) truncateLocked(k Key, lf *logFile, max uint64) error {
 		return fmt.Errorf("cut log %s to its tail: %w", k, err)
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(notice)
+	src, err := os.Open(p)
 	if err == nil {
-		_, err = io.Copy(tmp, io.NewSectionReader(lf.f, keepFrom, int64(max)))
+		err = copyRange(tmp, src, notice, keepFrom, keepFrom+int64(max))
+		src.Close()
 	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
+	if err != nil {
+		tmp.Close()
+		return fmt.Errorf("cut log %s to its tail: %w", k, err)
 	}
+	return installLocked(k, lf, p, tmp, notice, dropped, int64(len(notice))+int64(max))
+}
+
+// installLocked makes tmp, holding notice and the kept bytes (size bytes
+// in all), the log at p: the marker is written, tmp renamed over p and
+// reopened for appending in place of lf's file.
+func installLocked(k Key, lf *logFile, p string, tmp *os.File, notice []byte, dropped uint64, size int64) error {
+	err := tmp.Chmod(0o644)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -132,7 +142,7 @@ func (b *Book) truncateLocked(k Key, lf *logFile, max uint64) error {
 	}
 	lf.f.Close()
 	lf.f = f
-	lf.dropped, lf.header, lf.fileSize = dropped, int64(len(notice)), int64(len(notice))+int64(max)
+	lf.dropped, lf.header, lf.fileSize = dropped, int64(len(notice)), size
 	return nil
 }
 

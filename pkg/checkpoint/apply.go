@@ -118,11 +118,18 @@ func apply(ctx context.Context, root string, diff []byte, reverse bool, want *Ma
 			return err
 		}
 	}
-	perms, err := writePlan(root, plan, durable)
+	perms, err := writePlan(root, plan, want, durable)
 	if err != nil {
 		return err
 	}
 	paths := make([]string, 0, len(plan))
+	if current != nil {
+		fixed, err := fixPerms(root, current, want, plan, perms)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, fixed...)
+	}
 	check := want
 	if check == nil {
 		check = &Manifest{Files: map[string]Entry{}}

@@ -13,8 +13,8 @@
 //
 // A diff is one text in git's extended unified format ("diff --git",
 // "new file mode", "old mode"/"new mode", "GIT binary patch" with literal
-// zlib+base85 content for both directions, paths quoted the way git quotes
-// them), readable by people and accepted by `git apply` and, for text
+// or delta zlib+base85 hunks for both directions, paths quoted the way git
+// quotes them), readable by people and accepted by `git apply` and, for text
 // changes, GNU `patch -p1`, forward and reverse. Each section carries an
 // "index" line with git's full blob ids of both sides.
 //
@@ -37,10 +37,13 @@
 //
 // Memory: DiffTo streams a diff to a writer, and writes every change with
 // a side over StreamThreshold (8 MiB) as a binary patch streamed from the
-// store; Restore puts a tree back to a manifest from the store without a
-// diff; RevertFile undoes a stored diff over 64 MiB by reading only its
-// section headers, then restoring. They keep memory bounded whatever the
-// size of the files. Diff, Apply and Revert work in memory (the diff, and
+// store: as git's "delta" hunks (forward and reverse, a few hundred bytes
+// for a 16-byte edit of a 500 MB file) when the two sides share most
+// blocks at the same offsets, else as literals (bindelta.go); Restore
+// puts a tree back to a manifest from the store without a diff;
+// RevertFile undoes a stored diff over 64 MiB, or one touching a file over
+// StreamThreshold, by reading only its section headers, then restoring.
+// They keep memory bounded whatever the size of the files. Diff, Apply and Revert work in memory (the diff, and
 // the touched files).
 //
 // Line diffs use Myers' algorithm in linear space (myers.go): minimal, and a
@@ -81,10 +84,17 @@
 //
 // Modes are git's: "644" (regular), "755" (owner-executable), "120000"
 // (symlink; "link" holds the target and sha256/size describe the target
-// text). Finer permission bits are not tracked; applying a change keeps a
-// file's other permission bits, and a file Apply creates or restores gets
-// exactly 0644 or 0755. Verification after Apply checks those permission
-// bits too, so a file restored with permission 000 is an error. Empty directories are not tracked, and
+// text), and diffs speak only git's 100644/100755. The exact permission
+// bits are recorded beside them: a regular file whose bits are not its
+// mode's default (0644, 0755) has "perm": "600" (or "700", "640", ...) in
+// its entry, and every manifest a snapshot takes says "exact_perms": true.
+// Revert, Apply with a wanted manifest and Restore give every file they
+// write, and every file whose bits alone changed (a chmod 600 makes no
+// diff section), exactly the recorded bits, and verify them afterwards: a
+// routine that chmods 700 a 644 file and fails leaves it 644. Restoring to
+// a manifest without "exact_perms" (written by an older decree) keeps a
+// file's bits git does not track, as before. Setuid, setgid and sticky
+// bits are not recorded. Empty directories are not tracked, and
 // directories a diff empties are removed (as git apply does).
 //
 // A Checkpointer serves one project: it owns that project's object store and

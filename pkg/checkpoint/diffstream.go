@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -40,7 +41,7 @@ func (c *Checkpointer) DiffTo(ctx context.Context, root string, before *Manifest
 		if _, ok := tree.Files[p]; !ok {
 			// Something of before is missing (deleted, or hidden by an
 			// ignore rule): add the tracked ones to a copy.
-			after = &Manifest{Files: maps.Clone(tree.Files)}
+			after = &Manifest{Files: maps.Clone(tree.Files), Perms: maps.Clone(tree.Perms)}
 			break
 		}
 	}
@@ -118,6 +119,15 @@ func (c *Checkpointer) writeLargeDiff(w *bufio.Writer, ch Change) error {
 		}
 		return func() (io.ReadCloser, error) { return c.openContent(ch.Path, *e) }
 	}
+	if b != nil && a != nil && b.SHA256 != a.SHA256 {
+		fwd, rev, oldID, newID, err := c.binaryDeltas(ch.Path, b, a)
+		switch {
+		case err == nil:
+			return writeDeltaDiff(w, ch.Path, b.Mode, a.Mode, oldID, newID, fwd, rev)
+		case !errors.Is(err, errNoDelta):
+			return err
+		}
+	}
 	oldOpen, newOpen := open(b), open(a)
 	oldID, newID := nullBlobID, nullBlobID
 	var err error
@@ -156,6 +166,21 @@ func (c *Checkpointer) writeLargeDiff(w *bufio.Writer, ch Change) error {
 	}
 	if err := streamLiteral(w, oldOpen, oldSize); err != nil {
 		return fmt.Errorf("diff %s: %w", ch.Path, err)
+	}
+	return nil
+}
+
+// writeDeltaDiff writes a change of content (and perhaps mode) as a
+// binary patch of two delta hunks: forward, then reverse.
+func writeDeltaDiff(w *bufio.Writer, path string, oldMode, newMode Mode, oldID, newID string, fwd, rev []byte) error {
+	fmt.Fprintf(w, "diff --git %s %s\n", quoteName("a/"+path), quoteName("b/"+path))
+	modeSuffix := writeModeLines(w, &oldMode, &newMode)
+	fmt.Fprintf(w, "index %s..%s%s\nGIT binary patch\n", oldID, newID, modeSuffix)
+	if err := writeDeltaHunk(w, fwd); err != nil {
+		return fmt.Errorf("diff %s: %w", path, err)
+	}
+	if err := writeDeltaHunk(w, rev); err != nil {
+		return fmt.Errorf("diff %s: %w", path, err)
 	}
 	return nil
 }

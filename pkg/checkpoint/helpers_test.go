@@ -181,3 +181,17 @@ func fastTempDir(t testing.TB) string {
 	}
 	return t.TempDir()
 }
+
+// runOracle copies the tree from into a new directory, runs args there (git
+// apply, GNU patch) and compares state of the result with want.
+func runOracle(t *testing.T, tool, from string, args []string, want string, diff []byte, state func(testing.TB, string) string) {
+	t.Helper()
+	dir := t.TempDir()
+	copyTree(t, from, dir)
+	if out, err := run(t, dir, gitEnv(t), args[0], args[1:]...); err != nil {
+		t.Fatalf("%s failed: %v\n%s\ndiff:\n%s", tool, err, out, diff)
+	}
+	if got := state(t, dir); got != want {
+		t.Fatalf("%s: tree differs\n got: %q\nwant: %q\ndiff:\n%s", tool, got, want, diff)
+	}
+}

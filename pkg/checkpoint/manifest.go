@@ -14,8 +14,10 @@ import (
 )
 
 // Mode is the kind and permission class of a tracked entry, with git's
-// three values. Finer permission bits (600, 664, ...) are not tracked, as in
-// git: a file is executable when its owner may execute it.
+// three values: a file is executable when its owner may execute it. The
+// exact permission bits (600, 700, 664, ...) are kept beside it, in
+// Manifest.Perms, so that diffs keep git's modes while a revert restores
+// the bits exactly.
 type Mode uint32
 
 // The modes an Entry can have.
@@ -98,9 +100,62 @@ type Entry struct {
 
 // Manifest records every tracked file of a tree at one point in time, keyed
 // by slash-separated path relative to the root. Its JSON form is the
-// manifest.json format: {"files": {"path": {"sha256", "size", "mode"}}}.
+// manifest.json format: {"files": {"path": {"sha256", "size", "mode"}}},
+// with "perm" added to the entry of a regular file whose permission bits
+// are not its mode's usual ones.
 type Manifest struct {
 	Files map[string]Entry `json:"files"`
+	// Perms holds the permission bits (0o777 at most) of the regular files
+	// whose bits differ from their mode's default (0644 for "644", 0755 for
+	// "755"): a file at 0600 or 0700. It is nil when every file has the
+	// default; read it with PermOf. Entries, Compare and Equal leave the
+	// bits out, as git does; Restore and Revert put them back.
+	Perms map[string]fs.FileMode `json:"-"`
+	// ExactPerms is set on every manifest a snapshot takes
+	// ("exact_perms": true in manifest.json). A manifest written before
+	// decree recorded permission bits lacks it: restoring to one keeps a
+	// file's bits beyond git's mode as they are, instead of resetting every
+	// 0600 file to 0644.
+	ExactPerms bool `json:"exact_perms,omitempty"`
+}
+
+// PermOf returns the permission bits path should have: Perms' value, or
+// the default of the entry's mode. It is 0 for a symlink or a path not in
+// the manifest.
+func (m *Manifest) PermOf(path string) fs.FileMode {
+	e, ok := m.Files[path]
+	if !ok || e.Mode == ModeSymlink {
+		return 0
+	}
+	if p, ok := m.Perms[path]; ok {
+		return p
+	}
+	return e.Mode.Perm()
+}
+
+// lookup is m.Files[path] on a manifest that may be nil.
+func (m *Manifest) lookup(path string) (Entry, bool) {
+	if m == nil {
+		return Entry{}, false
+	}
+	e, ok := m.Files[path]
+	return e, ok
+}
+
+// setPerm records perm (masked to 0o777) for the regular file at path,
+// keeping only bits that differ from the mode's default.
+func (m *Manifest) setPerm(path string, mode Mode, perm fs.FileMode) {
+	perm &= fs.ModePerm
+	if mode == ModeSymlink || perm == mode.Perm() {
+		if m.Perms != nil {
+			delete(m.Perms, path)
+		}
+		return
+	}
+	if m.Perms == nil {
+		m.Perms = map[string]fs.FileMode{}
+	}
+	m.Perms[path] = perm
 }
 
 // Paths returns the manifest's paths in sorted order.
@@ -113,7 +168,8 @@ func (m *Manifest) Paths() []string {
 	return out
 }
 
-// Equal reports whether two manifests record the same files.
+// Equal reports whether two manifests record the same files (entries;
+// permission bits beyond git's modes are not compared: see Perms).
 func (m *Manifest) Equal(o *Manifest) bool {
 	if len(m.Files) != len(o.Files) {
 		return false
@@ -178,7 +234,11 @@ func MarshalManifest(m *Manifest) ([]byte, error) {
 	var b bytes.Buffer
 	b.Grow(len(paths) * 160)
 	if len(paths) == 0 {
-		b.WriteString("{\n  \"files\": {}\n}\n")
+		b.WriteString("{\n  \"files\": {}")
+		if m.ExactPerms {
+			b.WriteString(",\n  \"exact_perms\": true")
+		}
+		b.WriteString("\n}\n")
 		return b.Bytes(), nil
 	}
 	b.WriteString("{\n  \"files\": {\n")
@@ -197,6 +257,11 @@ func MarshalManifest(m *Manifest) ([]byte, error) {
 		b.WriteString(",\n      \"mode\": \"")
 		b.WriteString(e.Mode.String())
 		b.WriteByte('"')
+		if p, ok := m.Perms[paths[i]]; ok && e.Mode != ModeSymlink {
+			b.WriteString(",\n      \"perm\": \"")
+			b.WriteString(fmt.Sprintf("%03o", uint32(p)))
+			b.WriteByte('"')
+		}
 		if e.Link != "" {
 			link, err := json.Marshal(e.Link)
 			if err != nil {
@@ -211,7 +276,11 @@ func MarshalManifest(m *Manifest) ([]byte, error) {
 		}
 		b.WriteByte('\n')
 	}
-	b.WriteString("  }\n}\n")
+	b.WriteString("  }")
+	if m.ExactPerms {
+		b.WriteString(",\n  \"exact_perms\": true")
+	}
+	b.WriteString("\n}\n")
 	return b.Bytes(), nil
 }
 
@@ -238,8 +307,10 @@ func UnmarshalManifest(data []byte) (*Manifest, error) {
 			SHA256 string `json:"sha256"`
 			Size   int64  `json:"size"`
 			Mode   string `json:"mode"`
+			Perm   string `json:"perm"`
 			Link   string `json:"link"`
 		} `json:"files"`
+		ExactPerms bool `json:"exact_perms"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("decode manifest JSON: %w (the file is corrupt; restore it from backup)", err)
@@ -247,13 +318,20 @@ func UnmarshalManifest(data []byte) (*Manifest, error) {
 	if raw.Files == nil {
 		return nil, errors.New(`manifest has no "files" object (the file is corrupt or not a manifest)`)
 	}
-	m := Manifest{Files: make(map[string]Entry, len(raw.Files))}
+	m := Manifest{Files: make(map[string]Entry, len(raw.Files)), ExactPerms: raw.ExactPerms}
 	for p, r := range raw.Files {
 		mode, err := parseMode(r.Mode)
 		if err != nil {
 			return nil, fmt.Errorf("manifest entry %q: %w", p, err)
 		}
 		m.Files[p] = Entry{SHA256: r.SHA256, Size: r.Size, Mode: mode, Link: r.Link}
+		if r.Perm != "" {
+			perm, err := strconv.ParseUint(r.Perm, 8, 32)
+			if err != nil || perm > 0o777 || mode == ModeSymlink || ModeOf(fs.FileMode(perm)) != mode {
+				return nil, fmt.Errorf("manifest entry %q: perm %q must be octal permission bits (at most 777) agreeing with mode %s", p, r.Perm, mode)
+			}
+			m.setPerm(p, mode, fs.FileMode(perm))
+		}
 	}
 	for p, e := range m.Files {
 		if err := fsutil.CheckRelPath(p); err != nil {

@@ -110,15 +110,7 @@ func TestDiffOracles(t *testing.T) {
 			}
 			check := func(tool string, from string, args []string, want string) {
 				t.Helper()
-				dir := t.TempDir()
-				copyTree(t, from, dir)
-				out, err := run(t, dir, gitEnv(t), args[0], args[1:]...)
-				if err != nil {
-					t.Fatalf("%s failed: %v\n%s\ndiff:\n%s", tool, err, out, diff)
-				}
-				if got := treeState(t, dir); got != want {
-					t.Fatalf("%s: tree differs\n got: %q\nwant: %q\ndiff:\n%s", tool, got, want, diff)
-				}
+				runOracle(t, tool, from, args, want, diff, treeState)
 			}
 			check("git apply", pre, []string{"git", "apply", patchFile}, want1)
 			check("git apply -R", root, []string{"git", "apply", "-R", patchFile}, want0)

@@ -75,9 +75,20 @@ func (c *Checkpointer) Restore(ctx context.Context, root string, want *Manifest)
 			continue
 		}
 		paths = append(paths, ch.Path)
-		if err := c.restoreOne(root, ch.Path, *w, ch.After, perms); err != nil {
+		if err := c.restoreOne(root, ch.Path, *w, want.PermOf(ch.Path), want.ExactPerms, ch.After, perms); err != nil {
 			return paths, fmt.Errorf("restore: %w", err)
 		}
+	}
+	// Files whose content and git mode are right but whose permission bits
+	// are not (a routine's chmod 600 or 700 of a 0750 file).
+	changed := make(map[string]*planned, len(changes))
+	for _, ch := range changes {
+		changed[ch.Path] = nil
+	}
+	fixed, err := fixPerms(root, cur, want, changed, perms)
+	paths = append(paths, fixed...)
+	if err != nil {
+		return paths, fmt.Errorf("restore: %w", err)
 	}
 	if !c.noSync && len(paths) > 0 {
 		if err := fsutil.SyncFS(root); err != nil {
@@ -103,7 +114,10 @@ func (c *Checkpointer) currentManifest(ctx context.Context, root string, tracked
 
 // restoreOne writes the wanted entry w at rel; cur is what the snapshot
 // found there (nil when absent or already deleted as another kind).
-func (c *Checkpointer) restoreOne(root, rel string, w Entry, cur *Entry, perms map[string]fs.FileMode) error {
+// perm is the permission bits the wanted file has (Manifest.PermOf); when
+// the manifest does not record exact bits, the file keeps those git does
+// not track.
+func (c *Checkpointer) restoreOne(root, rel string, w Entry, perm fs.FileMode, exact bool, cur *Entry, perms map[string]fs.FileMode) error {
 	abs, err := prepareParents(root, rel)
 	if err != nil {
 		return err
@@ -117,21 +131,22 @@ func (c *Checkpointer) restoreOne(root, rel string, w Entry, cur *Entry, perms m
 		return fsutil.ReplaceSymlink(abs, w.Link)
 	}
 	if cur != nil && cur.Mode != ModeSymlink && cur.SHA256 == w.SHA256 {
-		// Same content, other mode: only the mode changes.
-		fi, err := os.Lstat(abs)
-		if err != nil {
-			return err
-		}
-		perm := fi.Mode().Perm() &^ 0o111 // keep the bits git does not track
-		if w.Mode == ModeExec {
-			perm |= (perm & 0o444) >> 2
+		// Same content, other mode: only the permission bits change.
+		if !exact {
+			fi, err := os.Lstat(abs)
+			if err != nil {
+				return err
+			}
+			perm = fi.Mode().Perm() &^ 0o111 // keep the bits git does not track
+			if w.Mode == ModeExec {
+				perm |= (perm & 0o444) >> 2
+			}
 		}
 		perms[rel] = perm
 		return os.Chmod(abs, perm)
 	}
-	perm := w.Mode.Perm()
-	if fi, err := os.Lstat(abs); err == nil && fi.Mode().IsRegular() && ModeOf(fi.Mode()) == w.Mode {
-		perm = fi.Mode().Perm() // keep bits git does not track, as Apply does
+	if fi, err := os.Lstat(abs); err == nil && !exact && fi.Mode().IsRegular() && ModeOf(fi.Mode()) == w.Mode {
+		perm = fi.Mode().Perm() // an old manifest: keep bits git does not track
 	}
 	perms[rel] = perm
 	return c.writeBlob(abs, rel, w, perm)

@@ -37,15 +37,22 @@ func (c *Checkpointer) RevertFile(ctx context.Context, root, diffPath string, be
 	if err != nil {
 		return fmt.Errorf("revert: %w", err)
 	}
+	var heads []head
 	if fi.Size() <= inMemoryDiffLimit {
 		diff, err := os.ReadFile(diffPath)
 		if err != nil {
 			return fmt.Errorf("revert: %w", err)
 		}
-		return c.Revert(ctx, root, diff, before)
-	}
-	heads, err := readHeadsFile(diffPath)
-	if err != nil {
+		if heads, err = readHeads(bytes.NewReader(diff)); err != nil {
+			return err
+		}
+		if !touchesLarge(root, heads, before) {
+			return c.Revert(ctx, root, diff, before)
+		}
+		// A small diff of a large file (a binary delta): applying it
+		// would hold both sides in memory, so put the file back from
+		// the store instead.
+	} else if heads, err = readHeadsFile(diffPath); err != nil {
 		return err
 	}
 	changed, err := changedHeads(root, heads)
@@ -76,20 +83,24 @@ func (c *Checkpointer) RevertFile(ctx context.Context, root, diffPath string, be
 	return err
 }
 
-// ChangedFile is Changed for the diff stored at diffPath, reading only
-// its section headers when it is larger than 64 MiB.
-func ChangedFile(root, diffPath string) ([]string, error) {
-	fi, err := os.Stat(diffPath)
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() <= inMemoryDiffLimit {
-		diff, err := os.ReadFile(diffPath)
-		if err != nil {
-			return nil, err
+// touchesLarge reports whether a diff section touches a file over
+// StreamThreshold, on either side.
+func touchesLarge(root string, heads []head, before *Manifest) bool {
+	for _, h := range heads {
+		if e, ok := before.Files[h.path]; ok && large(&e) {
+			return true
 		}
-		return Changed(root, diff)
+		if loc, err := locate(root, h.path); err == nil && loc.info != nil && loc.info.Mode().IsRegular() && loc.info.Size() > StreamThreshold {
+			return true
+		}
 	}
+	return false
+}
+
+// ChangedFile is Changed for the diff stored at diffPath, reading only its
+// section headers and hashing the touched files as streams, so neither a
+// large diff nor a large file is held in memory.
+func ChangedFile(root, diffPath string) ([]string, error) {
 	heads, err := readHeadsFile(diffPath)
 	if err != nil {
 		return nil, err
@@ -101,7 +112,8 @@ func ChangedFile(root, diffPath string) ([]string, error) {
 type head struct {
 	path    string
 	deleted bool
-	newID   string // full git blob id of the result ("" when not given)
+	newID   string // full git blob id of the result ("" for a mode change alone)
+	newMode Mode   // the result's mode, for a mode change alone
 }
 
 func readHeadsFile(p string) ([]head, error) {
@@ -138,7 +150,14 @@ func readHeads(r io.Reader) ([]head, error) {
 		if err := fsutil.CheckRelPath(h.path); err != nil {
 			return fmt.Errorf("revert: refusing diff path: %w", err)
 		}
-		if !f.IsDelete && !fullOID(h.newID) {
+		modeOnly := !f.IsNew && !f.IsDelete && h.newID == "" && f.OldMode != f.NewMode && f.NewMode != 0
+		if modeOnly {
+			m, ok := modeFromGit(f.NewMode)
+			if !ok || m == ModeSymlink {
+				return fmt.Errorf("%w: section %q has an unsupported mode %o", ErrCorruptDiff, h.path, f.NewMode)
+			}
+			h.newMode = m
+		} else if !f.IsDelete && !fullOID(h.newID) {
 			return fmt.Errorf("%w: section %q has no full blob id of its result; decree's diffs always carry one", ErrCorruptDiff, h.path)
 		}
 		heads = append(heads, h)
@@ -200,6 +219,10 @@ func changedHeads(root string, heads []head) ([]string, error) {
 			}
 		case !exists:
 			out = append(out, h.path)
+		case h.newID == "": // a mode change alone
+			if ModeOf(loc.info.Mode()) != h.newMode {
+				out = append(out, h.path)
+			}
 		default:
 			id, err := blobIDOf(loc.abs, loc.info)
 			if err != nil {

@@ -91,7 +91,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := &Manifest{}
+	m := &Manifest{ExactPerms: true}
 	// The next cache is built only when something changed: hits are just
 	// counted, fresh entries collected.
 	var fresh, hits []string
@@ -124,6 +124,9 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 			return
 		}
 		m.Files[r.rel] = r.entry
+		if r.kind != symlink {
+			m.setPerm(r.rel, r.entry.Mode, fs.FileMode(r.key.mode))
+		}
 		switch r.kind {
 		case cacheHit:
 			st.CacheHits++
@@ -351,7 +354,7 @@ func (c *Checkpointer) addTracked(root string, tracked, m *Manifest, store bool)
 		if !loc.info.Mode().IsRegular() && loc.info.Mode()&fs.ModeSymlink == 0 {
 			continue
 		}
-		e, _, exists, err := readEntry(loc.abs)
+		e, perm, exists, err := readEntry(loc.abs)
 		if err != nil {
 			return fmt.Errorf("snapshot: read %s: %w (make it readable)", p, err)
 		}
@@ -372,6 +375,7 @@ func (c *Checkpointer) addTracked(root string, tracked, m *Manifest, store bool)
 			}
 		}
 		m.Files[p] = e
+		m.setPerm(p, e.Mode, perm)
 	}
 	return nil
 }

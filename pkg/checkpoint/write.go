@@ -22,10 +22,12 @@ import (
 // returns the permission bits it gave each regular file it wrote, for the
 // verification that follows.
 //
-// A file that is created (or restored after a deletion) gets its mode's
-// permission, 0644 or 0755; a file changed in place keeps the permission
-// bits git does not track (0600, 0664, ...) when its mode class stays.
-func writePlan(root string, plan map[string]*planned, durable bool) (map[string]fs.FileMode, error) {
+// A file gets the exact permission bits want records for it (so a revert
+// puts back 0600 or 0700). Without want, or for a path want does not list,
+// a created file gets its mode's permission, 0644 or 0755, and a file
+// changed in place keeps the bits git does not track (0600, 0664, ...)
+// when its mode class stays.
+func writePlan(root string, plan map[string]*planned, want *Manifest, durable bool) (map[string]fs.FileMode, error) {
 	perms := map[string]fs.FileMode{}
 	ordered := sortedPlan(plan)
 	for i := len(ordered) - 1; i >= 0; i-- {
@@ -66,7 +68,9 @@ func writePlan(root string, plan map[string]*planned, durable bool) (map[string]
 			continue
 		}
 		perm := p.mode.Perm()
-		if p.curFile && ModeOf(p.curMode) == p.mode {
+		if e, ok := want.lookup(p.path); ok && e.Mode == p.mode && want.ExactPerms {
+			perm = want.PermOf(p.path)
+		} else if p.curFile && ModeOf(p.curMode) == p.mode {
 			perm = p.curMode.Perm() // keep bits git does not track
 		}
 		if err := writeFileRename(abs, p.data, perm); err != nil {
@@ -84,6 +88,41 @@ func writePlan(root string, plan map[string]*planned, durable bool) (map[string]
 		return nil, fmt.Errorf("apply: flush %s: %w", root, err)
 	}
 	return perms, nil
+}
+
+// fixPerms gives every regular file of want that the plan did not write,
+// and whose entry current (the tree before applying) matches, the
+// permission bits want records, when current's differ: a routine's chmod
+// 600 changes no git mode, so no diff section carries it back. It adds
+// what it set to perms and returns the paths.
+func fixPerms(root string, current, want *Manifest, plan map[string]*planned, perms map[string]fs.FileMode) ([]string, error) {
+	var out []string
+	if want == nil || !want.ExactPerms {
+		return nil, nil // an old manifest: the bits are unknown
+	}
+	for _, p := range want.Paths() {
+		e := want.Files[p]
+		if _, planned := plan[p]; planned || e.Mode == ModeSymlink {
+			continue
+		}
+		if ce, ok := current.Files[p]; !ok || ce != e {
+			continue
+		}
+		w := want.PermOf(p)
+		if current.PermOf(p) == w {
+			continue
+		}
+		abs, err := fsutil.ConfinedJoin(root, p)
+		if err != nil {
+			return out, fmt.Errorf("apply: %w", err)
+		}
+		if err := os.Chmod(abs, w); err != nil {
+			return out, fmt.Errorf("apply: restore the permission of %s: %w", p, err)
+		}
+		perms[p] = w
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // writeFileRename writes data to a temporary file beside path, sets perm and

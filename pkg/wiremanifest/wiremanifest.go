@@ -4,8 +4,9 @@
 // computes the manifest digest both sides agree on.
 //
 // The digest is the hex SHA-256 of the manifest's canonical JSON
-// (checkpoint.MarshalManifest: keys sorted, indented, trailing newline), so
-// it equals the SHA-256 of the manifest.json the controller would write.
+// (checkpoint.MarshalManifest: keys sorted, indented, trailing newline)
+// without the exact permission bits (Manifest.Perms and ExactPerms), which
+// the wire does not carry: replicas keep git's two file modes.
 //
 // Wire modes are 0644, 0755 and 0120000 (git's 100644 and 100755 are
 // accepted too).

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -93,3 +94,16 @@ func Queue(dir string, n int, body func(i int) string) error {
 // so that a measurement does not share the disk with the kernel writing
 // back the project it just created: the routines' fsyncs would wait for it.
 func Settle() { syscall.Sync() }
+
+// LoadAvg is the 1-minute load average, printed beside every ratio ("n/a"
+// where /proc is missing).
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "n/a"
+}
