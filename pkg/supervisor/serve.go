@@ -75,10 +75,11 @@ func serve() int {
 	// process forks a probe child (for pidfd support) that a supervisor,
 	// which starts one process in its life, would pay for every attempt.
 	path, args, env := req.Path, req.Args, req.Env
-	if signalsBlocked() {
+	if signalsBlocked() || signalsIgnored() {
 		// Go starts children with the signal mask the program started
-		// with; only a fresh exec from a thread with an empty mask
-		// clears it (see execUnblocked). Paid only in that case.
+		// with, and exec keeps ignored signals ignored; only a fresh exec
+		// from a thread with an empty mask and no ignored signal clears
+		// them (see execUnblocked). Paid only in that case.
 		path, args, env = selfExe(), append([]string{"decree-exec-unblocked", req.Path}, req.Args...), append(env[:len(env):len(env)], envUnblock+"=1")
 	}
 	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{

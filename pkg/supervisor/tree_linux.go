@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -141,4 +142,53 @@ func signalsBlocked() bool {
 func unblockSignals() {
 	var none unix.Sigset_t
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
+}
+
+// kernelSigaction is the kernel's struct sigaction as rt_sigaction(2)
+// takes it on Linux (the layout the Go runtime uses on amd64 and arm64;
+// only the handler, first everywhere, is read).
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// sigIgn is SIG_IGN.
+const sigIgn = 1
+
+// ignoredBySystem calls fn for every signal this process ignores (SIG_IGN)
+// and could catch. Go cannot take back some of them (the C library's
+// real-time signals 32 and 33, which make(1) starts recipes with
+// ignored), so they are read and reset with rt_sigaction directly.
+func ignoredBySystem(fn func(sig int)) {
+	for n := 1; n <= 64; n++ {
+		if n == int(unix.SIGKILL) || n == int(unix.SIGSTOP) {
+			continue
+		}
+		var old kernelSigaction
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(n), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			continue
+		}
+		if old.handler == sigIgn {
+			fn(n)
+		}
+	}
+}
+
+// signalsIgnored reports whether any catchable signal is ignored, which
+// the routine would inherit.
+func signalsIgnored() bool {
+	any := false
+	ignoredBySystem(func(int) { any = true })
+	return any
+}
+
+// resetIgnoredSignals sets every ignored signal back to its default, just
+// before the exec of the routine (execUnblocked).
+func resetIgnoredSignals() {
+	ignoredBySystem(func(n int) {
+		var dfl kernelSigaction // SIG_DFL
+		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(n), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	})
 }

@@ -32,3 +32,9 @@ func selfExe() string {
 func signalsBlocked() bool { return false }
 
 func unblockSignals() {}
+
+// signalsIgnored: ignored signals are not looked at here (see
+// tree_linux.go); Go's own handling covers the usual ones.
+func signalsIgnored() bool { return false }
+
+func resetIgnoredSignals() {}
