@@ -26,6 +26,22 @@ for i in $(seq 1 60); do
   fi
 done`
 
+// stopAtTen waits for stopOnceRoutine to reach line 10, lets its next run
+// go through, stops proc with sig, checks its exit code and that the tree
+// no longer holds the interrupted attempt's work.
+func stopAtTen(t *testing.T, p *project, proc *testtool.Proc, sig syscall.Signal, code int) {
+	t.Helper()
+	testtool.WaitFor(t, 30*time.Second, "the routine to reach line 10", func() bool { return p.exists(".decree/at-ten") })
+	p.write(".decree/stopped-once", "")
+	proc.Signal(sig)
+	if got := proc.Wait(t, 20*time.Second); got != code {
+		t.Fatalf("exit %d after %v, want %d\n%s", got, sig, code, proc.Out)
+	}
+	if p.exists("out.txt") {
+		t.Errorf("the interrupted attempt's out.txt is still in the tree:\n%s", p.read("out.txt"))
+	}
+}
+
 // TestCtrlCKeepsTheLastAttempt: with max_retries 1, Ctrl-C of `run` during
 // the only attempt, then `process`, runs attempt 1 again from a clean tree
 // and the message is done (it was dead-lettered RetriesExhausted before).
@@ -36,15 +52,7 @@ func TestCtrlCKeepsTheLastAttempt(t *testing.T) {
 	p.routine("develop", "", stopOnceRoutine)
 	p.write("keep.txt", "kept\n")
 	run := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "work", "-p", "x")
-	testtool.WaitFor(t, 30*time.Second, "the routine to reach line 10", func() bool { return p.exists(".decree/at-ten") })
-	p.write(".decree/stopped-once", "")
-	run.Signal(syscall.SIGINT)
-	if code := run.Wait(t, 20*time.Second); code != 130 {
-		t.Fatalf("interrupted run exited %d, want 130\n%s", code, run.Out)
-	}
-	if p.exists("out.txt") {
-		t.Errorf("the interrupted attempt's out.txt is still in the tree:\n%s", p.read("out.txt"))
-	}
+	stopAtTen(t, p, run, syscall.SIGINT, 130)
 	r := p.ctl("", "process")
 	mustCode(t, r, 0)
 	id := p.onlyRun()
@@ -82,15 +90,7 @@ func TestCleanStopRerunsTheAttempt(t *testing.T) {
 			p.write(".decree/inbox/work.md", "do the work\n")
 			ctl := startController(t, p)
 			startWorker(t, p, "w1")
-			testtool.WaitFor(t, 30*time.Second, "the routine to reach line 10", func() bool { return p.exists(".decree/at-ten") })
-			p.write(".decree/stopped-once", "")
-			ctl.Signal(syscall.SIGTERM)
-			if code := ctl.Wait(t, 20*time.Second); code != 0 {
-				t.Errorf("decree-controller exited %d after SIGTERM, want 0\n%s", code, ctl.Out)
-			}
-			if p.exists("out.txt") {
-				t.Errorf("the interrupted attempt's out.txt is still in the tree")
-			}
+			stopAtTen(t, p, ctl, syscall.SIGTERM, 0)
 			id := p.onlyRun()
 			contains(t, "state.json", p.read(".decree/runs/"+id+"/state.json"), `"state": "interrupted"`)
 			startController(t, p)
@@ -150,12 +150,7 @@ echo ok > "$(basename "$spec_file" .spec.md).out"`)
 		p.routine("develop", "", stopOnceRoutine)
 		p.write(".decree/migrations/01-a.spec.md", "first\n")
 		run := start(t, p.dir, "decreectl", "-C", p.dir, "process")
-		testtool.WaitFor(t, 30*time.Second, "the routine to reach line 10", func() bool { return p.exists(".decree/at-ten") })
-		p.write(".decree/stopped-once", "")
-		run.Signal(syscall.SIGINT)
-		if code := run.Wait(t, 20*time.Second); code != 130 {
-			t.Fatalf("interrupted process exited %d, want 130\n%s", code, run.Out)
-		}
+		stopAtTen(t, p, run, syscall.SIGINT, 130)
 		id := p.onlyRun()
 		dry := p.ctl("", "process", "--dry-run")
 		contains(t, "dry run", dry.stdout, "(queued as "+id+", resumes)")
