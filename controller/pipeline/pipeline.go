@@ -21,12 +21,18 @@
 //
 // # Crash safety
 //
-// Every step is recorded in runs/<id>/state.json before and after it runs.
-// A controller restarted at any instant finds the message still in the
-// inbox, counts an interrupted attempt as failed ("controller restarted")
-// and goes on by the retry rules; a message whose success was recorded but
-// not yet filed is filed. Reverting is computed afresh from the checkpoint
-// and the current tree, so it can be repeated safely.
+// The loop (process.go, drive) asks the message's state machine
+// (controller/msgstate, recorded in runs/<id>/state.json) what comes next
+// and performs that step; every effect follows its recorded transition,
+// and a refused step stops the message instead of going on. A controller
+// restarted at any instant finds the message still in the inbox: an
+// attempt it was running counts as failed ("controller restarted") once
+// the old controller's leases are fenced, an attempt stopped by a shutdown
+// is interrupted (the tree goes back to where it started and it runs
+// again, interrupt.go), and a message whose end was recorded but not yet
+// filed is filed (file.go). Reverting is computed afresh from the
+// checkpoint and the current tree, so it can be repeated safely. Features
+// around every attempt are stages (stage.go).
 //
 // # Hooks
 //
