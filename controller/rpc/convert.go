@@ -5,6 +5,7 @@ import (
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -58,6 +59,9 @@ var messageStates = map[store.MessageState]decreev1.MessageState{
 func messageInfo(v store.MessageView) *decreev1.MessageInfo {
 	mi := &decreev1.MessageInfo{Id: v.ID, Name: v.Name, Chain: v.Chain, Seq: int32(v.Seq), State: messageStates[v.State], DeadReason: v.Problem, Attempts: int32(v.Attempt)}
 	if m := v.Message; m != nil {
+		if of := m.GetString(message.OutboxFileField); layout.IsMessageFile(of) {
+			mi.Name = layout.MessageStem(of) // a follow-up keeps its outbox name
+		}
 		mi.Routine, mi.InputFile = m.Routine(), m.InputFile()
 		switch m.Type() {
 		case message.TypeSpec:

@@ -290,6 +290,8 @@ func (s *Store) outboxMessage(p string, de fs.DirEntry, target string) (*message
 	if err := message.Normalize(m, message.NormalizeInput{FileName: target}); err != nil {
 		return nil, err.Error()
 	}
+	// The inbox file is named after its id; listings show this name.
+	m.Set(message.OutboxFileField, de.Name())
 	return m, ""
 }
 

@@ -231,3 +231,31 @@ func TestReceiveFollowUp(t *testing.T) {
 		}
 	}
 }
+
+// A follow-up collected from the outbox keeps its outbox file name in its
+// frontmatter (listings show it as the message's name).
+func TestOutboxFollowUpKeepsItsName(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(st.Dir(), layout.Outbox, "write-summary.md"), []byte("summarise\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.SnapshotInbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.ReleaseSnapshot()
+	col, err := st.CollectFollowUps("2026010100000000", 0, before)
+	if err != nil || len(col.FollowUps) != 1 {
+		t.Fatalf("collected %+v, %v", col, err)
+	}
+	m, err := message.ReadHeadFile(filepath.Join(st.Dir(), layout.Inbox, col.FollowUps[0].File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetString(message.OutboxFileField); got != "write-summary.md" {
+		t.Errorf("outbox_file = %q, want write-summary.md", got)
+	}
+}

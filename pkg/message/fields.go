@@ -12,7 +12,12 @@ var fieldKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,127}$`)
 
 // DerivedFields are filled in by normalisation (from the file name and
 // the run directory) and can never be set from outside.
-var DerivedFields = map[string]bool{"id": true, "chain": true, "seq": true, "message_file": true, "message_id": true, "message_dir": true}
+var DerivedFields = map[string]bool{"id": true, "chain": true, "seq": true, "message_file": true, "message_id": true, "message_dir": true, OutboxFileField: true}
+
+// OutboxFileField records, on a follow-up a routine wrote to
+// .decree/outbox/, the name that file had: its inbox file is named after
+// its id ("<chain>-<seq>.md"), and listings show the outbox name.
+const OutboxFileField = "outbox_file"
 
 // CheckFieldKey is the one rule for a frontmatter key set from outside:
 // its shape, and that decree does not derive it.

@@ -436,7 +436,9 @@ type MessageInfo struct {
 	// Message id, "<chain>-<seq>"; unique: every message, follow-ups that
 	// were rejected included, has its own.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// The inbox file name without ".md".
+	// The inbox file name without ".md"; for a follow-up a routine wrote to
+	// .decree/outbox/, the name that file had (its inbox file is named after
+	// its id, and its frontmatter keeps the name as outbox_file).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Chain id: 16 digits, YYYYMMDDHHMMSS plus a 2-digit counter.
 	Chain string `protobuf:"bytes,3,opt,name=chain,proto3" json:"chain,omitempty"`
