@@ -202,3 +202,34 @@ echo "$message_id $DECREE_ATTEMPT" >> .decree/ran.txt`)
 	}
 	contains(t, "processed.md", p.read(".decree/processed.md"), "01-a.spec.md")
 }
+
+// TestRefusedStepHaltsTheMessage: a message whose recorded state the loop
+// cannot go on from (a running attempt state.json does not list) is not
+// run, failed or dead-lettered: it stays in the inbox, and process ends
+// saying where it stopped and how it got there.
+func TestRefusedStepHaltsTheMessage(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.routine("develop", "", `echo ran >> .decree/ran.txt`)
+	const id = "2026010100000000-0"
+	p.write(".decree/inbox/"+id+".md", "---\nid: "+id+"\nchain: \"2026010100000000\"\nseq: 0\ntype: task\n---\nwork\n")
+	p.write(".decree/runs/"+id+"/message.md", "---\nid: "+id+"\n---\nwork\n")
+	p.write(".decree/runs/"+id+"/manifest.json", `{"files": {}}`+"\n")
+	p.write(".decree/runs/"+id+"/state.json", `{"message_id": "`+id+`", "file": "`+id+`.md", "routine": "develop", "max_attempts": 3,
+  "attempts": [], "machine": {"id": "`+id+`", "state": "running", "max": 3, "attempt": 1},
+  "history": ["checkpointed -> running(1/3)"]}`+"\n")
+	r := p.ctl("", "process")
+	mustCode(t, r, 1)
+	contains(t, "process", r.stderr, "stopped in state running")
+	contains(t, "process", r.stderr, "checkpointed -> running(1/3)")
+	if p.exists(".decree/ran.txt") {
+		t.Error("the routine ran")
+	}
+	if got := p.messages(".decree/inbox"); len(got) != 1 {
+		t.Errorf("inbox = %v, want the message left in place", got)
+	}
+	if dead := p.messages(".decree/inbox/dead"); len(dead) != 0 {
+		t.Errorf("dead = %v", dead)
+	}
+}

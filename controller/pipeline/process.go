@@ -226,10 +226,10 @@ func (p *Pipeline) halt(ctx context.Context, m *msg, err error) {
 	if hist == "" {
 		hist = "(none recorded)"
 	}
-	text := fmt.Sprintf("message %s stopped in state %s: %v. Its history: %s. It stays in the inbox, untouched until the controller restarts; inspect .decree/runs/%s/state.json.",
+	text := fmt.Sprintf("message %s stopped in state %s: %v. Its history: %s. It stays in the inbox, untouched until `decreectl process` or a restart tries it again; inspect .decree/runs/%s/state.json.",
 		m.e.ID, st.Machine.State, err, hist, m.e.ID)
 	p.log.Error(text)
-	p.d.Store.Skip(m.e.File)
+	p.holdBack(m, errors.New(text))
 	p.warn(ctx, m.e.ID, text)
 }
 

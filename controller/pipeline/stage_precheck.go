@@ -96,25 +96,32 @@ func (p *Pipeline) holdNotReady(ctx context.Context, m *msg, err error) bool {
 	if !errors.As(err, &nr) {
 		return false
 	}
+	p.holdBack(m, nr)
+	p.warn(ctx, m.e.ID, fmt.Sprintf("%s is not run: %v", m.e.ID, nr))
+	return true
+}
+
+// holdBack leaves m in the inbox, untouched, until `decreectl process`
+// (retryNotReady) or a restart; process jobs end saying why (heldBack).
+func (p *Pipeline) holdBack(m *msg, why error) {
 	p.d.Store.Skip(m.e.File)
 	p.mu.Lock()
 	if p.notReady == nil {
 		p.notReady = map[string]notReady{}
 	}
-	p.notReady[m.e.ID] = notReady{file: m.e.File, err: nr}
+	p.notReady[m.e.ID] = notReady{file: m.e.File, err: why}
 	p.mu.Unlock()
-	p.warn(ctx, m.e.ID, fmt.Sprintf("%s is not run: %v", m.e.ID, nr))
-	return true
 }
 
-// notReady is a message held back by a failed pre-check.
+// notReady is a message held back: by a failed pre-check, or a step its
+// state machine refused (halt).
 type notReady struct {
 	file string
-	err  *notReadyError
+	err  error
 }
 
 // notReadyReason returns why message id is held back, if it is.
-func (p *Pipeline) notReadyReason(id string) (*notReadyError, bool) {
+func (p *Pipeline) notReadyReason(id string) (error, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	nr, ok := p.notReady[id]
