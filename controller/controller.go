@@ -185,7 +185,11 @@ func (c *Controller) open() error {
 			return "", err
 		}
 		return p, os.MkdirAll(filepath.Dir(p), 0o755)
-	}, logbook.Options{MaxBytes: c.maxLogBytes, Logger: c.log})
+	}, logbook.Options{MaxBytes: c.maxLogBytes, Logger: c.log, WriteFailed: func(_ logbook.Key, err error) {
+		if p := c.pipe; p != nil {
+			p.WriteFailed(err)
+		}
+	}})
 	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, HeartbeatInterval: c.opts.HeartbeatInterval, ForgetAfter: c.opts.ForgetWorkersAfter, Logs: book, Logger: c.log,
 		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {

@@ -96,3 +96,34 @@ func TestNoSpaceKeepsTheMessageQueued(t *testing.T) {
 		return p.exists(".decree/inbox/done/big.md")
 	})
 }
+
+// TestDiskFillsDuringAttempt: the routine fills the disk and goes on
+// printing, so storing its log fails: the controller marks the disk full
+// at once (status shows the problem and a warning event says so) instead
+// of showing a running message and nothing else; once space is freed the
+// message finishes.
+func TestDiskFillsDuringAttempt(t *testing.T) {
+	t.Parallel()
+	dir := testtool.MountTmpfs(t, "40m")
+	p := newProjectIn(t, dir, binary, baseConfig)
+	p.write(".gitignore", "filler.bin\n")
+	p.routine("develop", "", `head -c $(( $(df -B1 --output=avail . | tail -1) )) /dev/zero > filler.bin 2>/dev/null || true
+for i in $(seq 1 400); do echo "output line $i of a routine that keeps talking on a full disk"; done
+while [ ! -e .decree/go-on ]; do sleep 0.1; done
+echo done > done.txt`)
+	startController(t, p, "--min-free-bytes", "1048576")
+	startWorker(t, p, "disk-worker")
+	p.write(".decree/inbox/fill.md", "fill the disk\n")
+	testtool.WaitFor(t, 30*time.Second, "status to show the full disk during the attempt", func() bool {
+		r := p.ctl("", "status")
+		return strings.Contains(r.stdout, "problem") && strings.Contains(r.stdout, "is full")
+	})
+	contains(t, "event log", p.read(".decree/events.jsonl"), "is full")
+	if err := os.Remove(p.path("filler.bin")); err != nil {
+		t.Fatal(err)
+	}
+	p.write(".decree/go-on", "")
+	testtool.WaitFor(t, 30*time.Second, "the message to finish once space was freed", func() bool {
+		return p.exists(".decree/inbox/done/fill.md")
+	})
+}

@@ -189,6 +189,13 @@ func (b *Book) openLocked(k Key) (*logFile, error) {
 	return lf, nil
 }
 
+// writeFailed reports a failed write to Options.WriteFailed.
+func (b *Book) writeFailed(k Key, err error) {
+	if f := b.opts.WriteFailed; f != nil {
+		go f(k, err)
+	}
+}
+
 // Append stores data, which starts at byte offset of the log, and returns
 // the bytes stored afterwards. Bytes below the stored size are skipped; a
 // chunk starting beyond it is refused with a *GapError.
@@ -200,6 +207,7 @@ func (b *Book) Append(k Key, offset uint64, data []byte) (uint64, error) {
 	defer b.mu.Unlock()
 	lf, err := b.openLocked(k)
 	if err != nil {
+		b.writeFailed(k, err)
 		return 0, err
 	}
 	if offset > lf.size {
@@ -214,6 +222,7 @@ func (b *Book) Append(k Key, offset uint64, data []byte) (uint64, error) {
 	lf.size += uint64(n)
 	lf.fileSize += int64(n)
 	if err != nil {
+		b.writeFailed(k, err)
 		return lf.size, fmt.Errorf("append to log %s: %w", k, err)
 	}
 	if max := b.maxBytes(); max > 0 {

@@ -46,6 +46,11 @@ type Options struct {
 	MaxStreams int
 	// Logger receives truncation failures; nil discards.
 	Logger *slog.Logger
+	// WriteFailed, when set, is told (from a goroutine of its own) of
+	// every log write that failed, such as one that found the disk full:
+	// the controller marks the disk full and says so (a worker's upload
+	// only sees its call fail).
+	WriteFailed func(k Key, err error)
 }
 
 func (b *Book) maxBytes() uint64 {

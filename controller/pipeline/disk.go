@@ -26,6 +26,14 @@ func (p *Pipeline) diskFull(ctx context.Context) bool {
 	return st.Full
 }
 
+// WriteFailed is told of a write that failed outside the loop (an attempt's
+// log, written as a worker streams it): a full disk is marked and reported
+// at once, so status and the event log say why the attempt is stuck, and
+// the loop takes nothing new until space is freed.
+func (p *Pipeline) WriteFailed(err error) {
+	p.noSpace(context.Background(), err)
+}
+
 // noSpace handles an error of a write that found the disk full: it marks
 // the disk full (reporting it) and returns true, so the caller keeps the
 // message queued instead of dead-lettering it.
