@@ -74,7 +74,7 @@ func serve() int {
 	// syscall.ForkExec, not os.StartProcess: the latter's first use in a
 	// process forks a probe child (for pidfd support) that a supervisor,
 	// which starts one process in its life, would pay for every attempt.
-	path, args, env := req.Path, req.Args, req.Env
+	path, args, env := req.Path, req.Args, lastWins(req.Env)
 	if signalsBlocked() || signalsIgnored() {
 		// Go starts children with the signal mask the program started
 		// with, and exec keeps ignored signals ignored; only a fresh exec

@@ -72,3 +72,10 @@ func TestProgramBeside(t *testing.T) {
 		})
 	}
 }
+
+func TestLastWins(t *testing.T) {
+	got := strings.Join(lastWins([]string{"A=1", "B=2", "A=3", "C", "B=4"}), " ")
+	if want := "A=3 C B=4"; got != want {
+		t.Errorf("lastWins = %q, want %q", got, want)
+	}
+}

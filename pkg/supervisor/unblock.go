@@ -33,3 +33,23 @@ func execUnblocked() int {
 	fmt.Fprintf(os.Stderr, "decree: start %s: %v\n", os.Args[1], err)
 	return 127
 }
+
+// lastWins drops earlier entries of a key that appears again in env (the
+// routine's settings come after what the worker inherited). Programs
+// disagree on duplicates: bash takes the last, Go's runtime (the exec
+// step above) the first; without duplicates every routine sees the same.
+func lastWins(env []string) []string {
+	last := make(map[string]int, len(env))
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = i
+	}
+	out := make([]string, 0, len(last))
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if last[k] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
