@@ -233,3 +233,30 @@ func TestRefusedStepHaltsTheMessage(t *testing.T) {
 		t.Errorf("dead = %v", dead)
 	}
 }
+
+// TestCancelledAttemptIsFinished: cancelling a running message ends its
+// attempt in the event log too (ATTEMPT_FINISHED after ATTEMPT_STARTED),
+// so a client pairing starts and finishes never keeps it open.
+func TestCancelledAttemptIsFinished(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.routine("develop", "", `touch .decree/started; sleep 120`)
+	p.write(".decree/inbox/slow.md", "take your time\n")
+	startController(t, p)
+	startWorker(t, p, "w1")
+	testtool.WaitFor(t, 30*time.Second, "the routine to start", func() bool { return p.exists(".decree/started") })
+	mustCode(t, p.ctl("", "cancel", "slow"), 0)
+	var started, finished bool
+	for _, line := range strings.Split(p.read(".decree/events.jsonl"), "\n") {
+		switch {
+		case strings.Contains(line, `"kind":"attempt_started"`):
+			started = true
+		case strings.Contains(line, `"kind":"attempt_finished"`) && started:
+			finished = true
+		}
+	}
+	if !started || !finished {
+		t.Errorf("events: attempt started %v, finished after it %v; want both", started, finished)
+	}
+}
