@@ -24,6 +24,8 @@ tests=(
   TestEmbeddedKillLeavesNoRoutine
   TestDaemonStopsDuringAttempt
   TestAPICancel
+  TestCancelledAttemptIsFinished
+  TestRefusedStepHaltsTheMessage
 )
 pattern="^($(IFS='|'; echo "${tests[*]}"))\$"
 hogs=()
