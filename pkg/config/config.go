@@ -54,7 +54,8 @@ var (
 // headless, with the prompt as one argument in place of <prompt>, and prints
 // the answer on stdout. Users override or add codenames under tree.clis.
 //
-//	CLAUDE   claude -p <prompt>                      (Claude Code print mode)
+//	CLAUDE   claude -p <prompt> --output-format json (Claude Code print mode; the
+//	         engine reads the answer and records the call's usage)
 //	CURSOR   cursor-agent -p <prompt> --output-format text
 //	GEMINI   gemini -p <prompt>                      (Gemini CLI non-interactive)
 //	COPILOT  copilot -p <prompt> --allow-all-tools   (GitHub Copilot CLI; tools pre-approved)
@@ -62,7 +63,7 @@ var (
 //	AIDER    aider --yes-always --no-pretty --message <prompt>
 func DefaultCLIs() map[string]string {
 	return map[string]string{
-		"CLAUDE":  "claude -p <prompt>",
+		"CLAUDE":  "claude -p <prompt> --output-format json",
 		"CURSOR":  "cursor-agent -p <prompt> --output-format text",
 		"GEMINI":  "gemini -p <prompt>",
 		"COPILOT": "copilot -p <prompt> --allow-all-tools",

@@ -34,7 +34,7 @@ func TestDefault(t *testing.T) {
 		{"tree.retry_cli", c.Tree.RetryCLI, "CLAUDE"},
 		{"tree.retry_count", c.Tree.RetryCount, 3},
 		{"tree.timeout_s", c.Tree.TimeoutS, 600},
-		{"tree.clis.CLAUDE", c.Tree.CLIs["CLAUDE"], "claude -p <prompt>"},
+		{"tree.clis.CLAUDE", c.Tree.CLIs["CLAUDE"], "claude -p <prompt> --output-format json"},
 	}
 	for _, tc := range checks {
 		if !reflect.DeepEqual(tc.got, tc.want) {

@@ -251,7 +251,7 @@ func (r *runner) call(ctx context.Context, s *tree.Step, role, code, prompt stri
 	case res.ExitCode != 0:
 		return "", fmt.Errorf("CLI %s (%s, `%s`) exited with code %d", code, role, tmpl, res.ExitCode)
 	}
-	return res.Stdout, nil
+	return r.unwrap(res.Stdout), nil
 }
 
 // fill replaces {{name}} placeholders.
