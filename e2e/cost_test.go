@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -314,5 +315,34 @@ echo done > done.txt`)
 	contains(t, "dead note", p.read(".decree/inbox/dead/costly.md.dead.txt"), "BudgetExceeded")
 	if p.exists("done.txt") {
 		t.Error("the over-budget attempt's change was kept")
+	}
+}
+
+// TestRouterUsageCounts: a router in Claude's JSON mode is read through
+// its result object (it picks the routine), and the call's cost counts in
+// the message's run.json with its first attempt.
+func TestRouterUsageCounts(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "")
+	router := p.script("claude-json", `cat >/dev/null
+printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"review","session_id":"sess-router","total_cost_usd":0.05,"usage":{"input_tokens":300,"output_tokens":2,"cache_read_input_tokens":0,"cache_creation_input_tokens":0},"modelUsage":{"claude-haiku-4-5":{"costUSD":0.05}}}'`)
+	p.write(".decree/config.yml", fmt.Sprintf("commands:\n  router: %q\ndefault_routine: develop\n", router))
+	p.routine("develop", "", `echo develop ran > ran.txt`)
+	p.routine("review", "", `echo review ran > ran.txt`)
+	mustCode(t, p.ctl("", "run", "-m", "pick", "-p", "please review this"), 0)
+	contains(t, "ran.txt", p.read("ran.txt"), "review ran")
+	id := p.onlyRun()
+	var rec struct {
+		Usage *struct {
+			CostUSD float64 `json:"cost_usd"`
+			Calls   int     `json:"calls"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(p.read(".decree/runs/"+id+"/run.json")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Usage == nil || rec.Usage.CostUSD != 0.05 || rec.Usage.Calls != 1 {
+		t.Errorf("run.json usage = %+v, want the router's $0.05 in one call", rec.Usage)
 	}
 }

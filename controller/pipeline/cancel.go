@@ -7,6 +7,7 @@ import (
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/pkg/usage"
 )
 
 // Cancelling a message, in one place.
@@ -32,6 +33,9 @@ type running struct {
 	// request made before that.
 	run     *store.Run
 	pending string
+	// routerUsage is the usage of routing calls made for the message
+	// before its run existed (router_usage.go).
+	routerUsage []usage.Record
 }
 
 // attach records that r's run exists and returns a cancel request made

@@ -62,6 +62,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		p.deadLetterUnrun(ctx, e, store.DeadNote{Reason: string(msgstate.RunDirectoryFailed), MessageID: e.ID, Detail: err.Error()})
 		return
 	}
+	p.saveRouterUsage(r, run)
 	m := &msg{e: e, cfg: cfg, rt: rt, run: run, max: cfg.AttemptsFor(rt.Name)}
 	if s := run.State(); s.MaxAttempts > 0 {
 		m.max = s.MaxAttempts

@@ -135,7 +135,9 @@ func (p *Pipeline) askRouter(ctx context.Context, cfg *config.Config, id, prompt
 	if c := res.Status.GetExitCode(); c != 0 {
 		return "", fmt.Errorf("router command exited %d: %s", c, res.Status.GetError())
 	}
-	return string(res.Output), nil
+	answer, recs := unwrapRouter(string(res.Output))
+	p.noteRouterUsage(id, recs)
+	return answer, nil
 }
 
 // DeriveName asks the router for a kebab-case message name; "" when there

@@ -232,7 +232,17 @@ func (p *Pipeline) newUsageStage() *usageStage {
 			if err != nil {
 				return nil, 0, nil, err
 			}
-			return usage.ReadFile(fp)
+			recs, bad, warns, err := usage.ReadFile(fp)
+			if n == 1 && err == nil {
+				// The routing calls made for the message count with its
+				// first attempt (router_usage.go).
+				if rp, perr := m.run.Path(RouterUsageFile); perr == nil {
+					if rr, rbad, rwarns, rerr := usage.ReadFile(rp); rerr == nil {
+						recs, bad, warns = append(rr, recs...), bad+rbad, append(rwarns, warns...)
+					}
+				}
+			}
+			return recs, bad, warns, err
 		},
 		note: func(m *msg, n int, text string) {
 			k := logbook.Key{MessageID: m.e.ID, Attempt: n, Stream: "routine"}

@@ -158,7 +158,7 @@ var controllerOwned = regexp.MustCompile(`^(\..+\.tmp-.*|` +
 	regexp.QuoteMeta(ManifestFile) + `|` + regexp.QuoteMeta(StateFile) + `|` + regexp.QuoteMeta(RunFile) +
 	`|` + regexp.QuoteMeta(InboxBeforeFile) + `|` + regexp.QuoteMeta(InboxBaseFile) +
 	`|changes(\.try-[0-9]+)?\.diff` +
-	`|tree-after\.try-[0-9]+\.json|interrupted-[0-9]+\..+|usage-limit\.json` +
+	`|tree-after\.try-[0-9]+\.json|interrupted-[0-9]+\..+|usage-limit\.json|usage\.router\.jsonl` +
 	`|wait-[0-9]+\.json|reply-[0-9]+\.md|` + regexp.QuoteMeta(RefusedReplies) +
 	`|(routine|router|hook(-[a-z]+)?)(\.try-[0-9]+|-[0-9]+)?\.log)$`)
 

@@ -36,6 +36,7 @@ func TestControllerOwned(t *testing.T) {
 		{"interrupted-1.routine.log", true},
 		{"interrupted-2.papermill.log", true},
 		{"usage-limit.json", true},
+		{"usage.router.jsonl", true},
 		{"output.ipynb", false},
 		{"usage.try-001.jsonl", false}, // a replica worker returns its routine's usage file
 		{"papermill.log", false},
