@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/decreehq/decree/pkg/layout"
+	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/usage"
 )
 
@@ -41,6 +43,10 @@ type RunRecord struct {
 	// omitted when none was recorded. MaxCostUSD is the budget it had.
 	Usage      *usage.Totals `json:"usage,omitempty"`
 	MaxCostUSD float64       `json:"max_cost_usd,omitempty"`
+	// ChainUsage is what the chain cost up to and including this message:
+	// the usage of the run.json of every earlier message of the chain
+	// (seq 0 .. seq-1) plus this one's; omitted when none was recorded.
+	ChainUsage *usage.Totals `json:"chain_usage,omitempty"`
 }
 
 // AttemptRecord is one attempt in run.json.
@@ -99,6 +105,7 @@ func (r *Run) Record() RunRecord {
 		})
 	}
 	rec.Usage, rec.MaxCostUSD = st.Usage, st.MaxCostUSD
+	rec.ChainUsage = r.chainUsage(st.Usage)
 	rec.Artifacts, _ = r.Artifacts()
 	if !slices.Contains(rec.Artifacts, layout.RunFile) {
 		rec.Artifacts = append(rec.Artifacts, layout.RunFile)
@@ -122,4 +129,24 @@ func (s *Store) ReadRunRecord(id string) (RunRecord, error) {
 		return rec, fmt.Errorf("read run.json of %s: %w", id, err)
 	}
 	return rec, nil
+}
+
+// chainUsage sums own with the recorded usage of the chain's earlier
+// messages (nil when nothing was recorded).
+func (r *Run) chainUsage(own *usage.Totals) *usage.Totals {
+	chain, seq, ok := message.SplitID(r.id)
+	var total usage.Totals
+	if own != nil {
+		total.Add(*own)
+	}
+	for k := 0; ok && k < seq; k++ {
+		rec, err := r.s.ReadRunRecord(chain + "-" + strconv.Itoa(k))
+		if err == nil && rec.Usage != nil {
+			total.Add(*rec.Usage)
+		}
+	}
+	if total.IsZero() {
+		return nil
+	}
+	return &total
 }
