@@ -346,3 +346,20 @@ printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"r
 		t.Errorf("run.json usage = %+v, want the router's $0.05 in one call", rec.Usage)
 	}
 }
+
+// TestSubmitRefusesBadBudget: a max_cost_usd that is not an amount is
+// refused when the message is submitted, before anything is queued.
+func TestSubmitRefusesBadBudget(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, baseConfig)
+	p.routine("develop", "", `echo ran > ran.txt`)
+	r := p.ctl("", "run", "-m", "x", "-p", "x", "-v", "max_cost_usd=lots")
+	if r.code == 0 {
+		t.Fatalf("a bad budget was accepted:\n%s", r)
+	}
+	contains(t, "run", r.stderr, "max_cost_usd")
+	if q := p.messages(".decree/inbox"); len(q) != 0 || p.exists("ran.txt") {
+		t.Errorf("inbox %v, ran %v: want nothing queued or run", q, p.exists("ran.txt"))
+	}
+}

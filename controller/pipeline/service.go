@@ -153,6 +153,11 @@ func (s *Service) validate(sub Submission) error {
 		if f.Key == "routine" {
 			name, _ = f.Value.(string)
 		}
+		if f.Key == "max_cost_usd" {
+			if _, err := parseBudget(fmt.Sprint(f.Value)); err != nil {
+				return fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+		}
 	}
 	if name == "" {
 		// The spec's routine field, the router or default_routine decide

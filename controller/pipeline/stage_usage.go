@@ -80,9 +80,9 @@ func budgetOf(m *msg) (usage.Dollars, error) {
 	}
 	if m.e.Message != nil {
 		if s := strings.TrimSpace(m.e.Message.GetString("max_cost_usd")); s != "" {
-			f, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64)
-			if err != nil || f <= 0 || f > 1e9 {
-				return 0, fmt.Errorf("max_cost_usd %q in the frontmatter of %s is not an amount of US dollars above 0 (such as 2.50); fix or remove it", s, m.e.File)
+			f, err := parseBudget(s)
+			if err != nil {
+				return 0, fmt.Errorf("%v in the frontmatter of %s", err, m.e.File)
 			}
 			if budget == 0 || f < budget {
 				budget = f
@@ -90,6 +90,15 @@ func budgetOf(m *msg) (usage.Dollars, error) {
 		}
 	}
 	return usage.FromFloat(budget), nil
+}
+
+// parseBudget reads a max_cost_usd value: US dollars above 0.
+func parseBudget(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(s), "$"), 64)
+	if err != nil || f <= 0 || f > 1e9 {
+		return 0, fmt.Errorf("max_cost_usd %q is not an amount of US dollars above 0 (such as 2.50); fix or remove it", s)
+	}
+	return f, nil
 }
 
 // totals sums the usage files of attempts 1..upto: per attempt and in
