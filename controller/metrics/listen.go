@@ -112,9 +112,6 @@ func Listen(cfg ListenConfig, h http.Handler, log *slog.Logger) (*Listener, erro
 	return l, nil
 }
 
-// Addr is the bound address.
-func (l *Listener) Addr() net.Addr { return l.lis.Addr() }
-
 // URL is the address to scrape.
 func (l *Listener) URL() string {
 	scheme := "http"

@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/lease"
@@ -66,9 +65,6 @@ func New(d Deps) *Metrics {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{m.log}, Registry: m.reg})
 }
-
-// Gather returns the current metric families (for tests).
-func (m *Metrics) Gather() ([]*dto.MetricFamily, error) { return m.reg.Gather() }
 
 // Run follows the event log from its end until ctx ends or the log closes.
 func (m *Metrics) Run(ctx context.Context) {
