@@ -25,6 +25,12 @@ const (
 	Waiting  Kind = "waiting"
 	Replied  Kind = "replied"
 	TimedOut Kind = "timed_out"
+	// A parallel chain got a lane (its own tree on one worker), its change
+	// was merged into the project tree, or the merge found a conflict
+	// (Text names the files; the chain is requeued or dead-lettered).
+	LaneOpened    Kind = "lane_opened"
+	ChainMerged   Kind = "chain_merged"
+	MergeConflict Kind = "merge_conflict"
 )
 
 // Event is one thing that happened in the controller. The event log
@@ -46,4 +52,7 @@ type Event struct {
 	// WaitID names the wait of Waiting, Replied and TimedOut (Until is
 	// then its deadline, if it has one).
 	WaitID string `json:"wait_id,omitempty"`
+	// Lane is the parallel lane concerned (its chain's id), on events of
+	// messages that run in one and on lane and merge events.
+	Lane string `json:"lane,omitempty"`
 }

@@ -122,7 +122,7 @@ func (m *Manager) assignLocked() {
 func (m *Manager) pickLocked(req Requirements, now time.Time) *session {
 	var best *session
 	for _, s := range m.sessions {
-		if !s.streaming || s.draining || s.current != nil || now.Sub(s.lastSeen) > m.opts.LeaseTTL || !matches(s, req) {
+		if !s.streaming || s.draining || s.current != nil || now.Sub(s.lastSeen) > m.opts.LeaseTTL || !matches(s, req) || !m.allowedLocked(s, req, now) {
 			continue
 		}
 		if best == nil || s.lastGiven.Before(best.lastGiven) || (s.lastGiven.Equal(best.lastGiven) && s.id < best.id) {
@@ -134,6 +134,9 @@ func (m *Manager) pickLocked(req Requirements, now time.Time) *session {
 
 func matches(s *session, req Requirements) bool {
 	if req.InPlace && !s.inPlace {
+		return false
+	}
+	if req.Replica && s.inPlace {
 		return false
 	}
 	if req.Driver != "" && !slices.ContainsFunc(s.req.GetDrivers(), func(d *decreev1.DriverInfo) bool { return d.GetName() == req.Driver }) {

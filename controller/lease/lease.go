@@ -91,6 +91,11 @@ type Requirements struct {
 	Labels map[string]string
 	// InPlace demands a worker sharing the controller's tree.
 	InPlace bool
+	// Replica demands a worker with a workspace of its own (a lane's work:
+	// its tree is not the controller's).
+	Replica bool
+	// Lane names the parallel lane the work belongs to (affinity.go).
+	Lane string
 }
 
 // Result is how an assignment ended.
@@ -149,6 +154,8 @@ type Manager struct {
 	// lost and released count leases lost by expiry and handed back by
 	// draining workers (Stats).
 	lost, released uint64
+	// reserved maps a worker id to the lane it is kept for (affinity.go).
+	reserved map[string]string
 }
 
 type session struct {

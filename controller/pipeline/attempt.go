@@ -33,14 +33,15 @@ import (
 func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) error {
 	cfg, e, rt, run := m.cfg, m.e, m.rt, m.run
 	st := p.d.Store
-	before, err := st.SnapshotInbox()
-	if err != nil {
-		return err
+	var before store.InboxSnapshot
+	if m.lane == nil {
+		var err error
+		if before, err = p.snapshotInbox(run); err != nil {
+			return err
+		}
+		defer st.ReleaseSnapshot()
 	}
-	defer st.ReleaseSnapshot()
-	if err := run.RecordInboxSnapshot(before); err != nil {
-		return err
-	}
+	m.laneFiles = nil
 	if v := run.Machine(); v.State == msgstate.Interrupted && v.Attempt == n {
 		if err := setAsideInterrupted(run, n, v.Reruns+1); err != nil {
 			return err
@@ -52,8 +53,8 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) error {
 	}
 	max := run.Machine().Max
 	p.mu.Lock()
-	if p.running != nil {
-		p.running.attempt = a.N
+	if r := p.running[e.ID]; r != nil {
+		r.attempt = a.N
 	}
 	p.mu.Unlock()
 	p.d.Logs.Begin(e.ID, a.N)
@@ -92,6 +93,22 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) error {
 	if ctx.Err() != nil {
 		// Stopped by the shutdown or a cancel, not by the routine.
 		return ctx.Err()
+	}
+	if m.lane != nil {
+		// A lane's worker sent its follow-ups back with its result: they
+		// enter the inbox now, between this attempt's snapshot and its
+		// collection, while no other lane collects (lane_tree.go).
+		p.collectMu.Lock()
+		defer p.collectMu.Unlock()
+		var err error
+		if before, err = p.snapshotInbox(run); err != nil {
+			return err
+		}
+		defer st.ReleaseSnapshot()
+		if err := p.deliverLaneFiles(ctx, &e, run, workerID, m.laneFiles); err != nil {
+			p.warn(ctx, e.ID, err.Error())
+		}
+		m.laneFiles = nil
 	}
 	end.res.OK = end.exitCode == 0 && end.errText == ""
 	// An attempt that printed nothing still has its (empty) log.
@@ -189,14 +206,19 @@ func (p *Pipeline) dispatchRoutine(ctx context.Context, m *msg, n, max int) (*de
 	}
 	need := routineNeeds(cfg, rt)
 	stopWatch := p.watchWorkers(ctx, e.ID, fmt.Sprintf("attempt %d of routine %s", n, rt.Name), need)
-	need.InPlace = rs.inPlace
+	rs.needs(&need)
 	dctx, overBudget := p.costs().watch(ctx, m, n, rs.inPlace)
 	res, err := p.dispatch(dctx, a, need)
 	if why := overBudget(); why != "" && err != nil && ctx.Err() == nil {
 		err = errors.New(why)
 	}
 	stopWatch()
-	if aerr := p.applyReplica(ctx, rs, &e, run, res); aerr != nil && err == nil {
+	apply := func() error { return p.applyReplica(ctx, rs, &e, run, res) }
+	if rs.lane != nil {
+		// The follow-ups wait for the attempt's collection (attempt).
+		apply = func() error { return p.applyLane(ctx, rs, &e, run, res, &m.laneFiles) }
+	}
+	if aerr := apply(); aerr != nil && err == nil {
 		return nil, res.WorkerID, aerr
 	}
 	if err != nil {
@@ -395,3 +417,17 @@ func (p *Pipeline) watchWorkers(ctx context.Context, id, what string, need lease
 
 // workerCheckInterval is how often watchWorkers looks again.
 const workerCheckInterval = time.Second
+
+// snapshotInbox takes the inbox snapshot an attempt's follow-ups are told
+// apart by and records it in the run; the caller releases it.
+func (p *Pipeline) snapshotInbox(run *store.Run) (store.InboxSnapshot, error) {
+	before, err := p.d.Store.SnapshotInbox()
+	if err != nil {
+		return before, err
+	}
+	if err := run.RecordInboxSnapshot(before); err != nil {
+		p.d.Store.ReleaseSnapshot()
+		return before, err
+	}
+	return before, nil
+}

@@ -33,6 +33,8 @@ type running struct {
 	// request made before that.
 	run     *store.Run
 	pending string
+	// seq orders the running messages by start.
+	seq int
 	// routerUsage is the usage of routing calls made for the message
 	// before its run existed (router_usage.go).
 	routerUsage []usage.Record
@@ -55,8 +57,8 @@ func (p *Pipeline) Cancel(ctx context.Context, idOrFile, reason string) (store.E
 		reason = "cancelled by a client"
 	}
 	p.mu.Lock()
-	r := p.running
-	if r != nil && r.id == idOrFile {
+	r := p.running[idOrFile]
+	if r != nil {
 		run := r.run
 		if run == nil {
 			if r.pending == "" {
@@ -105,7 +107,7 @@ func (p *Pipeline) cancelQueued(ctx context.Context, e store.Entry, reason strin
 	}
 	defer p.work.Unlock()
 	cfg, _ := p.d.Config()
-	m := &msg{e: e, cfg: cfg, run: run}
+	m := &msg{e: e, cfg: cfg, run: run, lane: p.runLane(run)}
 	if _, err := run.Step(func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.RequestCancel(v, reason) }); err != nil {
 		return fmt.Errorf("record the cancel request of %s: %w", e.ID, err)
 	}

@@ -33,7 +33,12 @@ func (p *Pipeline) writeDiffFiles(ctx context.Context, run *store.Run, manifest 
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(tmp, h)}
 	// No fsync here: the run's next Commit makes the diff durable.
-	tree, err := p.d.Checkpoints.DiffTo(ctx, p.d.Store.Root(), manifest, cw)
+	var tree *checkpoint.Manifest
+	if l := p.runLane(run); l != nil {
+		tree, err = p.diffLane(ctx, l, manifest, cw)
+	} else {
+		tree, err = p.d.Checkpoints.DiffTo(ctx, p.d.Store.Root(), manifest, cw)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -26,6 +26,10 @@ func hookName(cfg *config.Config, hook string) string {
 		return cfg.Hooks.OnDeadLetter
 	case "onWait":
 		return cfg.Hooks.OnWait
+	case "beforeMerge":
+		return cfg.Hooks.BeforeMerge
+	case "afterMerge":
+		return cfg.Hooks.AfterMerge
 	}
 	return ""
 }
@@ -91,7 +95,7 @@ func (p *Pipeline) runHook(ctx context.Context, cfg *config.Config, hook, name s
 		return err.Error()
 	}
 	defer rs.done()
-	res, err := p.dispatch(ctx, a, lease.Requirements{Driver: rt.Format.Driver(), InPlace: rs.inPlace})
+	res, err := p.dispatch(ctx, a, rs.requirements(lease.Requirements{Driver: rt.Format.Driver()}))
 	if aerr := p.applyReplica(ctx, rs, e, run, res); aerr != nil && err == nil {
 		err = aerr
 	}

@@ -371,10 +371,15 @@ func (p *Pipeline) chainDone(chain string) bool {
 }
 
 // chainsDone reports whether no message of any of chains is left in the
-// inbox.
+// inbox, and none of them waits to be merged.
 func (p *Pipeline) chainsDone(chains map[string]bool) bool {
 	if len(chains) == 0 {
 		return true
+	}
+	for c := range chains {
+		if p.laneOf(c) != nil {
+			return false // a parallel chain is done once merged (merge.go)
+		}
 	}
 	queued, err := p.d.Store.ChainsQueued(chains)
 	return err == nil && !queued

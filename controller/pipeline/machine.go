@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/msgstate"
@@ -29,6 +30,11 @@ type msg struct {
 	// filed is set once the message left the inbox and its run.json is
 	// written.
 	filed bool
+	// lane is the lane the message runs in (lane.go), nil outside one;
+	// laneFiles are the files its worker returned with the routine's
+	// result, delivered when the attempt collects.
+	lane      *lane
+	laneFiles []*decreev1.ReturnedFile
 }
 
 // collect queues the follow-ups of m's successful attempt. The attempt's

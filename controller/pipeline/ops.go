@@ -152,11 +152,18 @@ type ConflictError struct {
 	ID    string
 	Paths []string
 	Err   error
+	// Later names the merges of parallel chains that changed those paths
+	// after the message ("merge 3 (chain ab12)").
+	Later []string
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("cannot revert %s: %d path(s) changed since it completed (%s); undo those changes first or revert the later messages that made them: %v",
-		e.ID, len(e.Paths), strings.Join(e.Paths, ", "), e.Err)
+	by := ""
+	if len(e.Later) > 0 {
+		by = fmt.Sprintf(", changed by the later %s", strings.Join(e.Later, ", "))
+	}
+	return fmt.Sprintf("cannot revert %s: %d path(s) changed since it completed (%s)%s; undo those changes first or revert the later messages that made them: %v",
+		e.ID, len(e.Paths), strings.Join(e.Paths, ", "), by, e.Err)
 }
 
 func (e *ConflictError) Unwrap() error { return ErrConflict }
@@ -193,6 +200,13 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 		return nil, err
 	}
 	paths := diffFiles(diffPath)
+	if st.Lane != "" {
+		// Its diff describes its lane's tree: only its paths are checked
+		// against the project tree (lane_revert.go).
+		if before, err = p.laneRevertTarget(ctx, id, before, paths); err != nil {
+			return nil, err
+		}
+	}
 	if fi.Size() > 0 {
 		// RevertFile and ChangedFile read a large diff as a stream.
 		if err := p.d.Checkpoints.RevertFile(ctx, p.d.Store.Root(), diffPath, before); err != nil {
@@ -203,7 +217,7 @@ func (p *Pipeline) Revert(ctx context.Context, id string) ([]string, error) {
 			case errors.Is(err, checkpoint.ErrCorruptDiff) || errors.Is(cerr, checkpoint.ErrCorruptDiff):
 				return nil, fmt.Errorf("%w: cannot revert %s: its diff %s is corrupt, so it cannot be undone; nothing was changed: %v", ErrConflict, id, diffPath, err)
 			case cerr == nil && len(changed) > 0:
-				return nil, &ConflictError{ID: id, Paths: changed, Err: err}
+				return nil, &ConflictError{ID: id, Paths: changed, Err: err, Later: p.mergesTouching(id, changed)}
 			}
 			return nil, fmt.Errorf("%w: cannot revert %s: undoing its diff %s would not reproduce its checkpoint; nothing was changed: %v", ErrConflict, id, diffPath, err)
 		}

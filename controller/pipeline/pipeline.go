@@ -123,16 +123,28 @@ type Pipeline struct {
 	// stages act around every attempt (stage.go).
 	stages []attemptStage
 
-	mu      sync.Mutex
-	held    []*events.Event // end-of-work events waiting for afterAll
-	running *running        // the message being processed, if any
-	limit   *usageWait      // a usage-limit wait in progress (stage_usagelimit.go)
+	mu   sync.Mutex
+	held []*events.Event // end-of-work events waiting for afterAll
+	// running are the messages being processed: one, or one per lane
+	// (lanes.go).
+	running map[string]*running
+	limit   *usageWait // a usage-limit wait in progress (stage_usagelimit.go)
 	jobs    map[string]*job
 	// notReady are messages held back by a failed pre-check (stage_precheck.go).
 	notReady map[string]notReady
 	// w are the messages waiting for a person (wait.go).
 	w waits
 
+	runSeq int
+	// lanes are the parallel chains with a tree of their own, by chain
+	// (lane.go); laneWG counts their goroutines and the merge queue's.
+	lanes  map[string]*lane
+	laneWG sync.WaitGroup
+	merges mergeQueue
+	// collectMu serialises taking work back from lanes' workers: the
+	// inbox snapshot, the follow-ups a worker returned and their
+	// collection (lane_tree.go).
+	collectMu   sync.Mutex
 	scope       scope
 	stopping    bool
 	interrupted []Interruption
@@ -148,7 +160,7 @@ func New(d Deps) *Pipeline {
 	if d.Poll <= 0 {
 		d.Poll = time.Second
 	}
-	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}}
+	p := &Pipeline{d: d, log: d.Logger, wake: make(chan struct{}, 1), gate: make(chan struct{}), jobs: map[string]*job{}, running: map[string]*running{}, lanes: map[string]*lane{}}
 	p.stages = []attemptStage{p.newPreCheckStage(), &askStage{now: time.Now}, p.newUsageLimitStage(), p.newUsageStage()}
 	if !d.Paused {
 		p.Resume()
@@ -176,8 +188,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	ls := p.loadLanesAtStart()
 	p.settleFiled(ctx)
 	p.loadWaits()
+	p.laneWG.Add(1)
+	go func() {
+		defer p.laneWG.Done()
+		p.mergeLoop(ctx)
+	}()
+	defer p.laneWG.Wait()
+	p.resumeLanes(ctx, ls)
 	busy := false
 	for {
 		if ctx.Err() != nil {
@@ -193,6 +213,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		if p.diskFull(ctx) {
 			if !p.idle(ctx) {
+				return nil
+			}
+			continue
+		}
+		if p.parallelOn(cfg) || len(p.laneChains()) > 0 {
+			if !p.parallelTurn(ctx, cfg, &busy) {
 				return nil
 			}
 			continue
@@ -326,14 +352,27 @@ func (p *Pipeline) warn(ctx context.Context, id, text string) {
 	p.emit(ctx, &events.Event{Kind: events.Warning, MessageID: id, Chain: chain, Text: text})
 }
 
-// Running returns the message in progress, if any.
+// Running returns the message in progress, if any: with lanes open, the
+// one that started first (Lanes lists all of them).
 func (p *Pipeline) Running() (id, routineName string, attempt int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.running == nil {
+	r := p.firstRunningLocked()
+	if r == nil {
 		return "", "", 0, false
 	}
-	return p.running.id, p.running.routine, p.running.attempt, true
+	return r.id, r.routine, r.attempt, true
+}
+
+// firstRunningLocked is the running message that started first.
+func (p *Pipeline) firstRunningLocked() *running {
+	var first *running
+	for _, r := range p.running {
+		if first == nil || r.seq < first.seq {
+			first = r
+		}
+	}
+	return first
 }
 
 // dispatch hands work to a worker and waits for its result.

@@ -33,7 +33,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	defer cancel()
 	r := &running{id: e.ID, cancel: cancel}
 	p.setRunning(r)
-	defer p.setRunning(nil)
+	defer p.clearRunning(r)
 	if e.Message.GetString("to") != "" {
 		p.replyFromInbox(ctx, e) // a reply, not work (wait.go)
 		return
@@ -51,7 +51,12 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		return
 	}
 	e.Message.Set("routine", rt.Name)
-	run, err := p.d.Store.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: cfg.AttemptsFor(rt.Name)})
+	ln := p.laneOf(e.Chain)
+	laneID := ""
+	if ln != nil {
+		laneID = ln.chain
+	}
+	run, err := p.d.Store.StartRun(store.RunStart{Entry: e, Routine: rt.Name, Trigger: trigger(e), Migration: migrationOf(cfg, e), MaxAttempts: cfg.AttemptsFor(rt.Name), Lane: laneID})
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -63,7 +68,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 		return
 	}
 	p.saveRouterUsage(r, run)
-	m := &msg{e: e, cfg: cfg, rt: rt, run: run, max: cfg.AttemptsFor(rt.Name)}
+	m := &msg{e: e, cfg: cfg, rt: rt, run: run, max: cfg.AttemptsFor(rt.Name), lane: p.runLane(run)}
 	if s := run.State(); s.MaxAttempts > 0 {
 		m.max = s.MaxAttempts
 	}
@@ -77,7 +82,7 @@ func (p *Pipeline) process(ctx context.Context, cfg *config.Config, e store.Entr
 	p.mu.Lock()
 	r.routine = rt.Name
 	p.mu.Unlock()
-	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name})
+	p.emit(ctx, &events.Event{Kind: events.MessageStarted, MessageID: e.ID, Chain: e.Chain, Routine: rt.Name, Lane: laneID})
 	p.drive(ctx, runCtx, m)
 }
 
@@ -257,8 +262,11 @@ func (p *Pipeline) takeCheckpoint(ctx, runCtx context.Context, m *msg) error {
 
 // checkpoint takes the tree's manifest and writes manifest.json.
 func (p *Pipeline) checkpoint(ctx context.Context, m *msg) (*checkpoint.Manifest, error) {
-	man, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
-	if err != nil {
+	var man *checkpoint.Manifest
+	var err error
+	if m.lane != nil {
+		man = m.lane.current() // the lane's tree (lane_tree.go)
+	} else if man, err = p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root()); err != nil {
 		return nil, err
 	}
 	data, err := checkpoint.MarshalManifest(man)
@@ -307,6 +315,9 @@ func (p *Pipeline) writeDiff(ctx context.Context, run *store.Run, manifest *chec
 // every differing path from the object store (streamed), verifies them,
 // and can simply be repeated after a crash.
 func (p *Pipeline) revert(ctx context.Context, run *store.Run, manifest *checkpoint.Manifest) error {
+	if l := p.runLane(run); l != nil {
+		return p.revertLane(ctx, l, run, manifest)
+	}
 	// What led to the revert is made durable before the tree changes.
 	if err := run.Commit(); err != nil {
 		return err
@@ -385,5 +396,15 @@ func firstLine(s string) string {
 func (p *Pipeline) setRunning(r *running) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.running = r
+	p.runSeq++
+	r.seq = p.runSeq
+	p.running[r.id] = r
+}
+
+func (p *Pipeline) clearRunning(r *running) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running[r.id] == r {
+		delete(p.running, r.id)
+	}
 }

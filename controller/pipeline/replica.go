@@ -18,6 +18,8 @@ type replicaSync struct {
 	// inPlace is set when no manifest was published: the assignment may
 	// then go only to in-place workers.
 	inPlace bool
+	// lane is set for work of a message in a lane (lane_tree.go).
+	lane *lane
 }
 
 // inPlaceOnly reports whether work must go to in-place workers: when the
@@ -48,6 +50,9 @@ func (p *Pipeline) onlyInPlaceConnected() bool {
 // would cost a tree walk per dispatch for nothing). Call done when the
 // assignment ended.
 func (p *Pipeline) prepareReplica(ctx context.Context, a *lease.Work) (*replicaSync, error) {
+	if l := p.workLane(a.MessageID); l != nil {
+		return p.prepareLane(l, a)
+	}
 	if p.d.Replica == nil || p.onlyInPlaceConnected() {
 		return &replicaSync{release: func() {}, inPlace: true}, nil
 	}
@@ -74,6 +79,9 @@ func (r *replicaSync) done() {
 // and run are nil for work outside a message. A result that cannot be
 // applied is returned as an error, which fails the attempt.
 func (p *Pipeline) applyReplica(ctx context.Context, rs *replicaSync, e *store.Entry, run *store.Run, res lease.Result) error {
+	if rs != nil && rs.lane != nil {
+		return p.applyLane(ctx, rs, e, run, res, nil)
+	}
 	if !res.WorkspaceReturned || p.d.Replica == nil || rs == nil || rs.base == nil {
 		return nil
 	}

@@ -47,8 +47,8 @@ func (p *Pipeline) noteRouterUsage(id string, recs []usage.Record) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.running != nil && p.running.id == id {
-		p.running.routerUsage = append(p.running.routerUsage, recs...)
+	if r := p.running[id]; r != nil {
+		r.routerUsage = append(r.routerUsage, recs...)
 	}
 }
 

@@ -93,9 +93,10 @@ func (p *Pipeline) Pending() []string {
 	for c := range p.scope.owned {
 		owned[c] = true
 	}
-	running := ""
-	if p.running != nil {
-		running, _, _ = message.SplitID(p.running.id)
+	runningChains := map[string]bool{}
+	for id := range p.running {
+		c, _, _ := message.SplitID(id)
+		runningChains[c] = true
 	}
 	p.mu.Unlock()
 	if len(owned) == 0 {
@@ -108,12 +109,19 @@ func (p *Pipeline) Pending() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(chain string) {
-		if owned[chain] && !seen[chain] && (chain == running || !p.waitingChain(chain)) {
+		if owned[chain] && !seen[chain] && (runningChains[chain] || !p.waitingChain(chain)) {
 			seen[chain] = true
 			out = append(out, chain)
 		}
 	}
-	add(running)
+	for _, c := range sortedKeys(runningChains) {
+		add(c)
+	}
+	// A parallel chain is pending until it is merged (lanes.go).
+	for _, c := range p.laneChains() {
+		runningChains[c] = true
+		add(c)
+	}
 	for _, e := range entries {
 		add(e.Chain)
 	}

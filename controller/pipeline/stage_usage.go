@@ -316,7 +316,7 @@ func budgetNote(id string, s store.RunState) string {
 func (p *Pipeline) RunningUsage() (usage.Totals, bool) {
 	p.mu.Lock()
 	id, n := "", 0
-	if r := p.running; r != nil {
+	if r := p.firstRunningLocked(); r != nil {
 		id, n = r.id, r.attempt
 	}
 	p.mu.Unlock()

@@ -29,6 +29,9 @@ var eventKinds = map[events.Kind]decreev1.EventKind{
 	events.Waiting:         decreev1.EventKind_EVENT_KIND_WAITING,
 	events.Replied:         decreev1.EventKind_EVENT_KIND_REPLIED,
 	events.TimedOut:        decreev1.EventKind_EVENT_KIND_TIMED_OUT,
+	events.LaneOpened:      decreev1.EventKind_EVENT_KIND_LANE_OPENED,
+	events.ChainMerged:     decreev1.EventKind_EVENT_KIND_CHAIN_MERGED,
+	events.MergeConflict:   decreev1.EventKind_EVENT_KIND_MERGE_CONFLICT,
 }
 
 // eventProto converts a controller event to the API's Event.
@@ -36,7 +39,7 @@ func eventProto(e *events.Event) *decreev1.Event {
 	out := &decreev1.Event{
 		Sequence: e.Sequence, Kind: eventKinds[e.Kind], MessageId: e.MessageID, Chain: e.Chain,
 		Attempt: int32(e.Attempt), ExitCode: int32(e.ExitCode), Text: e.Text, Routine: e.Routine,
-		WorkerId: e.WorkerID, JobId: e.JobID, WaitId: e.WaitID,
+		WorkerId: e.WorkerID, JobId: e.JobID, WaitId: e.WaitID, Lane: e.Lane,
 	}
 	if !e.Time.IsZero() {
 		out.Time = timestamppb.New(e.Time)

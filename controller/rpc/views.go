@@ -118,6 +118,16 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		resp.RunningUsage = usageProto(&u)
 	}
 	resp.Waits = int32(len(s.d.Pipeline.Waits()))
+	lanes, merges := s.d.Pipeline.Lanes()
+	resp.Merges = merges
+	for _, l := range lanes {
+		st := decreev1.LaneState_LANE_STATE_RUNNING
+		if l.Merging {
+			st = decreev1.LaneState_LANE_STATE_MERGING
+		}
+		resp.Lanes = append(resp.Lanes, &decreev1.Lane{Chain: l.Chain, WorkerId: l.Worker, MessageId: l.MessageID,
+			Attempt: int32(l.Attempt), State: st, MergePosition: int32(l.MergePosition), RetryOf: l.RetryOf, Opened: timestamppb.New(l.Opened)})
+	}
 	if id, until, notice, ok := s.d.Pipeline.UsageLimitWait(); ok {
 		resp.UsageLimitWait = &decreev1.UsageLimitWait{MessageId: id, Until: timestamppb.New(until), Notice: notice}
 	}

@@ -237,3 +237,10 @@ func (s *Scheduler) Finish(id string) error {
 	s.busy = ""
 	return nil
 }
+
+// Fork returns a new scheduler over the same store and options, with no
+// message selected: a parallel lane selects its own chain's messages with
+// one while the project's scheduler goes on with other chains.
+func (s *Scheduler) Fork() *Scheduler {
+	return New(s.st, s.opts)
+}

@@ -486,3 +486,23 @@ func parseNote(data []byte) DeadNote {
 	n.Detail = strings.TrimRight(detail, "\n")
 	return n
 }
+
+// DeadLetterDone moves a message already in done/ (file is its name there)
+// to dead/ with note: the change of a parallel chain that could not be
+// merged. A file no longer in done/ (moved on an earlier try) is not an
+// error when dead/ has it: the call can be repeated after a crash.
+func (s *Store) DeadLetterDone(file string, note DeadNote) (string, error) {
+	if err := checkMessageFile(file); err != nil {
+		return "", fmt.Errorf("dead-letter a done message: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src := s.path(layout.Done, file)
+	if _, err := os.Lstat(src); err != nil {
+		if _, derr := os.Lstat(s.path(layout.Dead, file)); derr == nil {
+			return file, nil
+		}
+		return "", fmt.Errorf("dead-letter %s: it is not in .decree/inbox/done/: %w", file, err)
+	}
+	return s.deadLetterLocked(src, file, note)
+}

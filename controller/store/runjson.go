@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/decreehq/decree/pkg/fsutil"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/usage"
@@ -47,6 +48,32 @@ type RunRecord struct {
 	// the usage of the run.json of every earlier message of the chain
 	// (seq 0 .. seq-1) plus this one's; omitted when none was recorded.
 	ChainUsage *usage.Totals `json:"chain_usage,omitempty"`
+	// Lane is the parallel lane the message ran in; Merge how its chain's
+	// change reached the project tree (set when the chain was merged).
+	Lane  string       `json:"lane,omitempty"`
+	Merge *MergeRecord `json:"merge,omitempty"`
+}
+
+// MergeRecord is the merge of a parallel chain into the project tree, as
+// run.json of each of the chain's messages records it.
+type MergeRecord struct {
+	// Result is "merged", "conflict" (requeued), "dead" (a second
+	// conflict, or a failing beforeMerge gate) or "empty" (nothing to
+	// merge).
+	Result string `json:"result"`
+	// Order is the merge's place in the project's merge order (1, 2, ...).
+	Order int64 `json:"order,omitempty"`
+	// Onto is the digest of the project tree the change was merged onto;
+	// Base that of the tree the chain started from.
+	Onto string `json:"onto,omitempty"`
+	Base string `json:"base,omitempty"`
+	// Paths are the paths the merge changed in the project tree; Conflicts
+	// the conflicting paths with what each side did.
+	Paths     []string `json:"paths,omitempty"`
+	Conflicts []string `json:"conflicts,omitempty"`
+	// RequeuedAs is the chain that runs the change again after a conflict.
+	RequeuedAs string `json:"requeued_as,omitempty"`
+	Time       string `json:"time"`
 }
 
 // AttemptRecord is one attempt in run.json.
@@ -96,6 +123,7 @@ func (r *Run) Record() RunRecord {
 		Duration:    d.String(),
 		DurationMS:  d.Milliseconds(),
 		TimeZone:    loc.String(),
+		Lane:        st.Lane,
 	}
 	for _, a := range st.Attempts {
 		rec.AttemptDetails = append(rec.AttemptDetails, AttemptRecord{
@@ -149,4 +177,30 @@ func (r *Run) chainUsage(own *usage.Totals) *usage.Totals {
 		return nil
 	}
 	return &total
+}
+
+// SetMerge records how the message's parallel chain was merged in its
+// run.json (durably: the merge journal is cleared only after it). A
+// message without run.json yet is left alone.
+func (s *Store) SetMerge(id string, m MergeRecord) error {
+	rec, err := s.ReadRunRecord(id)
+	if err != nil {
+		return err
+	}
+	if m.Time == "" {
+		m.Time = fmtTime(s.now(), s.loc)
+	}
+	rec.Merge = &m
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir, err := s.RunDir(id)
+	if err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, layout.RunFile), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("record the merge in run.json of %s: %w", id, err)
+	}
+	return nil
 }

@@ -92,6 +92,9 @@ type RunState struct {
 	Routine   string `json:"routine,omitempty"`
 	Trigger   string `json:"trigger,omitempty"`
 	Migration string `json:"migration,omitempty"`
+	// Lane is the parallel lane the message ran in: its tree was the
+	// lane's, not the project's, and it reached the project by a merge.
+	Lane string `json:"lane,omitempty"`
 	// MaxAttempts is the number of attempts allowed.
 	MaxAttempts int       `json:"max_attempts"`
 	Started     time.Time `json:"started"`
@@ -142,6 +145,8 @@ type RunStart struct {
 	Trigger     string
 	Migration   string
 	MaxAttempts int
+	// Lane is the parallel lane the message runs in ("" outside lanes).
+	Lane string
 }
 
 // Run is a message's run directory and its state.json. Its methods are
@@ -204,6 +209,7 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 		Trigger:     start.Trigger,
 		Migration:   start.Migration,
 		MaxAttempts: start.MaxAttempts,
+		Lane:        start.Lane,
 		Started:     s.now(),
 		Attempts:    []AttemptState{},
 	}

@@ -77,6 +77,7 @@ func Default() *Config {
 	return &Config{
 		MaxRetries:         DefaultMaxRetries,
 		MaxDepth:           DefaultMaxDepth,
+		Parallel:           1,
 		MaxLogBytes:        DefaultMaxLogBytes,
 		DefaultRoutine:     DefaultRoutineName,
 		NotebookEngine:     DefaultNotebookEngine,

@@ -22,11 +22,11 @@ type parser struct {
 
 var topKeys = []string{"commands", "max_retries", "max_attempts", "max_depth", "max_log_bytes", "default_routine", "notebook_support",
 	"notebook_engine", "on_migration_failure", "migrations_dir", "routine_source", "time_zone", "hooks",
-	"routines", "shared_routines", "tree", "usage_limit", "prices"}
+	"routines", "shared_routines", "tree", "usage_limit", "prices", "parallel"}
 
 var (
 	commandKeys = []string{"router", "ai_interactive"}
-	hookKeys    = []string{"beforeAll", "afterAll", "beforeEach", "afterEach", "onDeadLetter", "onWait"}
+	hookKeys    = []string{"beforeAll", "afterAll", "beforeEach", "afterEach", "onDeadLetter", "onWait", "beforeMerge", "afterMerge"}
 	entryKeys   = []string{"enabled", "deprecated", "max_retries", "max_attempts", "timeout_s", "requires", "max_cost_usd", "attempts", "review"}
 	treeKeys    = []string{"default_cli", "validate_cli", "retry_cli", "retry_count", "timeout_s", "clis"}
 )
@@ -79,6 +79,10 @@ func (p *parser) parse(data []byte) {
 		case "max_depth":
 			if n, ok := p.posInt(v, key); ok {
 				c.MaxDepth = n
+			}
+		case "parallel":
+			if n, ok := p.posInt(v, key); ok {
+				c.Parallel = n
 			}
 		case "max_log_bytes":
 			if n, ok := p.logBytes(v, key); ok {
@@ -149,6 +153,10 @@ func (p *parser) parse(data []byte) {
 					c.Hooks.OnDeadLetter = s
 				case "onWait":
 					c.Hooks.OnWait = s
+				case "beforeMerge":
+					c.Hooks.BeforeMerge = s
+				case "afterMerge":
+					c.Hooks.AfterMerge = s
 				}
 			})
 		case "routines":

@@ -16,6 +16,10 @@ type Config struct {
 	MaxRetries int `yaml:"max_retries"`
 	// MaxDepth rejects messages whose seq is >= this value. Default 10.
 	MaxDepth int `yaml:"max_depth"`
+	// Parallel is how many chains may run at once, each in its own lane
+	// on a replica worker, merged back one at a time (see the README's
+	// "Parallel chains"). Default 1: one message at a time, in order.
+	Parallel int `yaml:"parallel"`
 	// MaxLogBytes is the most bytes one log (a stream of one attempt)
 	// keeps; a longer log keeps its tail after a notice line. 0 means no
 	// limit. Default DefaultMaxLogBytes (64 MiB); sizes such as "64MiB"
@@ -91,6 +95,12 @@ type Hooks struct {
 	// OnWait runs when a message starts waiting for a person (a question
 	// or a review), to notify someone.
 	OnWait string `yaml:"onWait"`
+	// BeforeMerge gates the merge of a finished parallel chain into the
+	// project tree: it runs on the lane's tree, and failing makes the merge
+	// a conflict that is not requeued. AfterMerge runs on the project
+	// tree after a clean merge; its failure is a warning.
+	BeforeMerge string `yaml:"beforeMerge"`
+	AfterMerge  string `yaml:"afterMerge"`
 }
 
 // RoutineSettings is one registry entry (routines: or shared_routines:).

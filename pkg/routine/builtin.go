@@ -87,7 +87,8 @@ func (l Library) resolveBuiltin(name string) (Routine, bool, error) {
 func (l Library) CheckHooks(h config.Hooks) error {
 	for _, k := range []struct{ key, name string }{
 		{"beforeAll", h.BeforeAll}, {"afterAll", h.AfterAll}, {"beforeEach", h.BeforeEach},
-		{"afterEach", h.AfterEach}, {"onDeadLetter", h.OnDeadLetter},
+		{"afterEach", h.AfterEach}, {"onDeadLetter", h.OnDeadLetter}, {"onWait", h.OnWait},
+		{"beforeMerge", h.BeforeMerge}, {"afterMerge", h.AfterMerge},
 	} {
 		if k.name == "" {
 			continue

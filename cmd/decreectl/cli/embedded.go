@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/decreehq/decree/controller"
+	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/worker"
 )
@@ -57,6 +59,26 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 	go func() {
 		worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog})
 	}()
+	lanes := 0
+	if process {
+		lanes = laneWorkers(root)
+	}
+	laneDone := make(chan error, lanes)
+	for k := 1; k <= lanes; k++ {
+		ws := layout.Path(root, "workspaces", fmt.Sprintf("lane-%d", k))
+		go func() {
+			if err := os.MkdirAll(ws, 0o755); err != nil {
+				laneDone <- err
+				return
+			}
+			laneDone <- worker.Run(wctx, worker.Options{Controller: target, Workspace: ws, Logger: wlog})
+		}()
+	}
+	if lanes > 0 {
+		// The lanes' workers connect before the first message is taken,
+		// so that the first chains already run side by side.
+		waitFor(ctx, 10*time.Second, func() bool { return c.Pipeline().ReplicaWorkers() >= lanes })
+	}
 	stop := func() {
 		if process {
 			wait := func(chains []string) {
@@ -75,6 +97,11 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 		if err := <-worked; err != nil {
 			log.Debug("embedded worker", "err", err)
 		}
+		for range lanes {
+			if err := <-laneDone; err != nil {
+				log.Debug("embedded lane worker", "err", err)
+			}
+		}
 		c.Close()
 	}
 	select {
@@ -86,4 +113,24 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 	default:
 	}
 	return target, c, stop, nil
+}
+
+// laneWorkers is how many replica workers an embedded controller starts
+// for parallel lanes: config.yml's parallel when above 1, else none. Their
+// workspaces are .decree/workspaces/lane-K, kept between commands so that
+// a worker syncs only what changed.
+func laneWorkers(root string) int {
+	cfg, _, err := config.Load(layout.Path(root, layout.Config))
+	if err != nil || cfg.Parallel <= 1 {
+		return 0
+	}
+	return cfg.Parallel
+}
+
+// waitFor polls cond until it holds, ctx ends or d passed.
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) {
+	deadline := time.Now().Add(d)
+	for !cond() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
 }

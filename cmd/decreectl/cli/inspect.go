@@ -60,6 +60,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "migrations  %d processed, %d pending\n", st.GetMigrationsProcessed(), st.GetMigrationsPending())
 			fmt.Fprintf(g.stdout, "workers     %d connected\n", st.GetWorkersConnected())
+			printLanes(g.stdout, st)
 			fmt.Fprintf(g.stdout, "dead        %s\n", deadLetterLine(dead, time.Now()))
 			printServeStatus(g.stdout, st, clock())
 			for _, p := range st.GetProblems() {
@@ -309,5 +310,29 @@ func newWorkersCmd(g *globals) *cobra.Command {
 			}
 			return w.Flush()
 		}),
+	}
+}
+
+// printLanes shows the parallel lanes and the merge queue.
+func printLanes(w io.Writer, st *decreev1.GetStatusResponse) {
+	if len(st.GetLanes()) == 0 && st.GetMerges() == 0 {
+		return
+	}
+	fmt.Fprintf(w, "lanes       %d open, %d merge(s) applied\n", len(st.GetLanes()), st.GetMerges())
+	for _, l := range st.GetLanes() {
+		worker := orDash(l.GetWorkerId())
+		retry := ""
+		if l.GetRetryOf() != "" {
+			retry = ", runs chain " + l.GetRetryOf() + " again after a merge conflict"
+		}
+		if l.GetState() == decreev1.LaneState_LANE_STATE_MERGING {
+			fmt.Fprintf(w, "  lane %s  merge queue #%d (worker %s)%s\n", l.GetChain(), l.GetMergePosition(), worker, retry)
+			continue
+		}
+		what := "between messages"
+		if l.GetMessageId() != "" {
+			what = fmt.Sprintf("%s attempt %d", l.GetMessageId(), l.GetAttempt())
+		}
+		fmt.Fprintf(w, "  lane %s  worker %s  %s%s\n", l.GetChain(), worker, what, retry)
 	}
 }

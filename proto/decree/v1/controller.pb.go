@@ -22,6 +22,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LaneState is where a lane is.
+type LaneState int32
+
+const (
+	LaneState_LANE_STATE_UNSPECIFIED LaneState = 0
+	LaneState_LANE_STATE_RUNNING     LaneState = 1
+	LaneState_LANE_STATE_MERGING     LaneState = 2
+)
+
+// Enum value maps for LaneState.
+var (
+	LaneState_name = map[int32]string{
+		0: "LANE_STATE_UNSPECIFIED",
+		1: "LANE_STATE_RUNNING",
+		2: "LANE_STATE_MERGING",
+	}
+	LaneState_value = map[string]int32{
+		"LANE_STATE_UNSPECIFIED": 0,
+		"LANE_STATE_RUNNING":     1,
+		"LANE_STATE_MERGING":     2,
+	}
+)
+
+func (x LaneState) Enum() *LaneState {
+	p := new(LaneState)
+	*p = x
+	return p
+}
+
+func (x LaneState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LaneState) Descriptor() protoreflect.EnumDescriptor {
+	return file_decree_v1_controller_proto_enumTypes[0].Descriptor()
+}
+
+func (LaneState) Type() protoreflect.EnumType {
+	return &file_decree_v1_controller_proto_enumTypes[0]
+}
+
+func (x LaneState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LaneState.Descriptor instead.
+func (LaneState) EnumDescriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{0}
+}
+
 // SubmitMessageRequest describes a new root message.
 type SubmitMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2659,7 +2709,13 @@ type GetStatusResponse struct {
 	// What the running message's AI calls cost so far (all its attempts).
 	RunningUsage *Usage `protobuf:"bytes,20,opt,name=running_usage,json=runningUsage,proto3" json:"running_usage,omitempty"`
 	// Messages waiting for a person (ListWaits lists them).
-	Waits         int32 `protobuf:"varint,14,opt,name=waits,proto3" json:"waits,omitempty"`
+	Waits int32 `protobuf:"varint,14,opt,name=waits,proto3" json:"waits,omitempty"`
+	// Parallel chains with a lane (config parallel > 1), oldest first:
+	// running, or finished and waiting in the merge queue.
+	Lanes []*Lane `protobuf:"bytes,21,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// The merge order so far: how many chains were merged into the project
+	// tree by this project's merge queue.
+	Merges        int64 `protobuf:"varint,22,opt,name=merges,proto3" json:"merges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2799,6 +2855,130 @@ func (x *GetStatusResponse) GetWaits() int32 {
 	return 0
 }
 
+func (x *GetStatusResponse) GetLanes() []*Lane {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *GetStatusResponse) GetMerges() int64 {
+	if x != nil {
+		return x.Merges
+	}
+	return 0
+}
+
+// Lane is a parallel chain running in a tree of its own on one worker.
+type Lane struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chain (also the lane's id).
+	Chain string `protobuf:"bytes,1,opt,name=chain,proto3" json:"chain,omitempty"`
+	// The worker the lane runs on; empty before its first assignment.
+	WorkerId string `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// The message running now and its attempt (empty/0 between messages).
+	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Attempt   int32  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// LANE_STATE_RUNNING while messages run; LANE_STATE_MERGING once the
+	// chain finished and waits for, or is in, the merge queue.
+	State LaneState `protobuf:"varint,5,opt,name=state,proto3,enum=decree.v1.LaneState" json:"state,omitempty"`
+	// Place in the merge queue (1 = merging now); 0 while running.
+	MergePosition int32 `protobuf:"varint,6,opt,name=merge_position,json=mergePosition,proto3" json:"merge_position,omitempty"`
+	// Set when the chain runs again after a merge conflict: the chain
+	// whose change conflicted.
+	RetryOf string `protobuf:"bytes,7,opt,name=retry_of,json=retryOf,proto3" json:"retry_of,omitempty"`
+	// When the lane opened.
+	Opened        *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=opened,proto3" json:"opened,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lane) Reset() {
+	*x = Lane{}
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lane) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lane) ProtoMessage() {}
+
+func (x *Lane) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lane.ProtoReflect.Descriptor instead.
+func (*Lane) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *Lane) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *Lane) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *Lane) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *Lane) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Lane) GetState() LaneState {
+	if x != nil {
+		return x.State
+	}
+	return LaneState_LANE_STATE_UNSPECIFIED
+}
+
+func (x *Lane) GetMergePosition() int32 {
+	if x != nil {
+		return x.MergePosition
+	}
+	return 0
+}
+
+func (x *Lane) GetRetryOf() string {
+	if x != nil {
+		return x.RetryOf
+	}
+	return ""
+}
+
+func (x *Lane) GetOpened() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Opened
+	}
+	return nil
+}
+
 // ReplyRequest answers a wait.
 type ReplyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2818,7 +2998,7 @@ type ReplyRequest struct {
 
 func (x *ReplyRequest) Reset() {
 	*x = ReplyRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3010,7 @@ func (x *ReplyRequest) String() string {
 func (*ReplyRequest) ProtoMessage() {}
 
 func (x *ReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3023,7 @@ func (x *ReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRequest.ProtoReflect.Descriptor instead.
 func (*ReplyRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReplyRequest) GetTo() string {
@@ -2887,7 +3067,7 @@ type ReplyResponse struct {
 
 func (x *ReplyResponse) Reset() {
 	*x = ReplyResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3079,7 @@ func (x *ReplyResponse) String() string {
 func (*ReplyResponse) ProtoMessage() {}
 
 func (x *ReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3092,7 @@ func (x *ReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyResponse.ProtoReflect.Descriptor instead.
 func (*ReplyResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReplyResponse) GetWait() *Wait {
@@ -2938,7 +3118,7 @@ type ListWaitsRequest struct {
 
 func (x *ListWaitsRequest) Reset() {
 	*x = ListWaitsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3130,7 @@ func (x *ListWaitsRequest) String() string {
 func (*ListWaitsRequest) ProtoMessage() {}
 
 func (x *ListWaitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3143,7 @@ func (x *ListWaitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWaitsRequest.ProtoReflect.Descriptor instead.
 func (*ListWaitsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 // ListWaitsResponse lists the waits.
@@ -2977,7 +3157,7 @@ type ListWaitsResponse struct {
 
 func (x *ListWaitsResponse) Reset() {
 	*x = ListWaitsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3169,7 @@ func (x *ListWaitsResponse) String() string {
 func (*ListWaitsResponse) ProtoMessage() {}
 
 func (x *ListWaitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3182,7 @@ func (x *ListWaitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWaitsResponse.ProtoReflect.Descriptor instead.
 func (*ListWaitsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListWaitsResponse) GetWaits() []*Wait {
@@ -3044,7 +3224,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	mi := &file_decree_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3236,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	mi := &file_decree_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3249,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{48}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Wait) GetId() string {
@@ -3162,7 +3342,7 @@ type WaitOption struct {
 
 func (x *WaitOption) Reset() {
 	*x = WaitOption{}
-	mi := &file_decree_v1_controller_proto_msgTypes[49]
+	mi := &file_decree_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3174,7 +3354,7 @@ func (x *WaitOption) String() string {
 func (*WaitOption) ProtoMessage() {}
 
 func (x *WaitOption) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[49]
+	mi := &file_decree_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3187,7 +3367,7 @@ func (x *WaitOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitOption.ProtoReflect.Descriptor instead.
 func (*WaitOption) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{49}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WaitOption) GetName() string {
@@ -3221,7 +3401,7 @@ type CheckRoutinesRequest struct {
 
 func (x *CheckRoutinesRequest) Reset() {
 	*x = CheckRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[50]
+	mi := &file_decree_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3413,7 @@ func (x *CheckRoutinesRequest) String() string {
 func (*CheckRoutinesRequest) ProtoMessage() {}
 
 func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[50]
+	mi := &file_decree_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3426,7 @@ func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{50}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CheckRoutinesRequest) GetRoutines() []string {
@@ -3293,7 +3473,7 @@ type PreCheckResult struct {
 
 func (x *PreCheckResult) Reset() {
 	*x = PreCheckResult{}
-	mi := &file_decree_v1_controller_proto_msgTypes[51]
+	mi := &file_decree_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3485,7 @@ func (x *PreCheckResult) String() string {
 func (*PreCheckResult) ProtoMessage() {}
 
 func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[51]
+	mi := &file_decree_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3498,7 @@ func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
 func (*PreCheckResult) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{51}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PreCheckResult) GetRoutine() string {
@@ -3375,7 +3555,7 @@ type CheckRoutinesResponse struct {
 
 func (x *CheckRoutinesResponse) Reset() {
 	*x = CheckRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[52]
+	mi := &file_decree_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3567,7 @@ func (x *CheckRoutinesResponse) String() string {
 func (*CheckRoutinesResponse) ProtoMessage() {}
 
 func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[52]
+	mi := &file_decree_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3580,7 @@ func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{52}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
@@ -3419,7 +3599,7 @@ type GetDeadLetterStatsRequest struct {
 
 func (x *GetDeadLetterStatsRequest) Reset() {
 	*x = GetDeadLetterStatsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[53]
+	mi := &file_decree_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3611,7 @@ func (x *GetDeadLetterStatsRequest) String() string {
 func (*GetDeadLetterStatsRequest) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[53]
+	mi := &file_decree_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3624,7 @@ func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{53}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 // GetDeadLetterStatsResponse summarises inbox/dead/.
@@ -3460,7 +3640,7 @@ type GetDeadLetterStatsResponse struct {
 
 func (x *GetDeadLetterStatsResponse) Reset() {
 	*x = GetDeadLetterStatsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[54]
+	mi := &file_decree_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3652,7 @@ func (x *GetDeadLetterStatsResponse) String() string {
 func (*GetDeadLetterStatsResponse) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[54]
+	mi := &file_decree_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3665,7 @@ func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{54}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetDeadLetterStatsResponse) GetCount() int32 {
@@ -3668,7 +3848,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\xcf\x04\n" +
+	"\x10GetStatusRequest\"\x8e\x05\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -3686,7 +3866,19 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\bproblems\x18\f \x03(\tR\bproblems\x128\n" +
 	"\vinterrupted\x18\r \x03(\v2\x16.decree.v1.MessageInfoR\vinterrupted\x125\n" +
 	"\rrunning_usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\frunningUsage\x12\x14\n" +
-	"\x05waits\x18\x0e \x01(\x05R\x05waits\"i\n" +
+	"\x05waits\x18\x0e \x01(\x05R\x05waits\x12%\n" +
+	"\x05lanes\x18\x15 \x03(\v2\x0f.decree.v1.LaneR\x05lanes\x12\x16\n" +
+	"\x06merges\x18\x16 \x01(\x03R\x06merges\"\x94\x02\n" +
+	"\x04Lane\x12\x14\n" +
+	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\x05R\aattempt\x12*\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x14.decree.v1.LaneStateR\x05state\x12%\n" +
+	"\x0emerge_position\x18\x06 \x01(\x05R\rmergePosition\x12\x19\n" +
+	"\bretry_of\x18\a \x01(\tR\aretryOf\x122\n" +
+	"\x06opened\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x06opened\"i\n" +
 	"\fReplyRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\x12\x16\n" +
 	"\x06option\x18\x02 \x01(\tR\x06option\x12\x12\n" +
@@ -3736,7 +3928,11 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x1aGetDeadLetterStatsResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x05R\x05count\x12;\n" +
 	"\voldest_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"oldestTime2\xb1\x0f\n" +
+	"oldestTime*W\n" +
+	"\tLaneState\x12\x1a\n" +
+	"\x16LANE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12LANE_STATE_RUNNING\x10\x01\x12\x16\n" +
+	"\x12LANE_STATE_MERGING\x10\x022\xb1\x0f\n" +
 	"\x11ControllerService\x12R\n" +
 	"\rSubmitMessage\x12\x1f.decree.v1.SubmitMessageRequest\x1a .decree.v1.SubmitMessageResponse\x12f\n" +
 	"\x13SubmitMessageStream\x12%.decree.v1.SubmitMessageStreamRequest\x1a&.decree.v1.SubmitMessageStreamResponse(\x01\x12Q\n" +
@@ -3776,167 +3972,173 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 	return file_decree_v1_controller_proto_rawDescData
 }
 
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_decree_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_decree_v1_controller_proto_goTypes = []any{
-	(*SubmitMessageRequest)(nil),        // 0: decree.v1.SubmitMessageRequest
-	(*SubmitMessageResponse)(nil),       // 1: decree.v1.SubmitMessageResponse
-	(*SubmitMessageStreamRequest)(nil),  // 2: decree.v1.SubmitMessageStreamRequest
-	(*SubmitMessageStreamResponse)(nil), // 3: decree.v1.SubmitMessageStreamResponse
-	(*WatchMessageRequest)(nil),         // 4: decree.v1.WatchMessageRequest
-	(*MessageOutcome)(nil),              // 5: decree.v1.MessageOutcome
-	(*WatchMessageResponse)(nil),        // 6: decree.v1.WatchMessageResponse
-	(*ProcessMigrationsRequest)(nil),    // 7: decree.v1.ProcessMigrationsRequest
-	(*Migration)(nil),                   // 8: decree.v1.Migration
-	(*ProcessMigrationsResponse)(nil),   // 9: decree.v1.ProcessMigrationsResponse
-	(*WatchEventsRequest)(nil),          // 10: decree.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),         // 11: decree.v1.WatchEventsResponse
-	(*WatchLogsRequest)(nil),            // 12: decree.v1.WatchLogsRequest
-	(*WatchLogsResponse)(nil),           // 13: decree.v1.WatchLogsResponse
-	(*ListMessagesRequest)(nil),         // 14: decree.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),        // 15: decree.v1.ListMessagesResponse
-	(*GetMessageRequest)(nil),           // 16: decree.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),          // 17: decree.v1.GetMessageResponse
-	(*GetMessageBodyRequest)(nil),       // 18: decree.v1.GetMessageBodyRequest
-	(*GetMessageBodyResponse)(nil),      // 19: decree.v1.GetMessageBodyResponse
-	(*ListRunsRequest)(nil),             // 20: decree.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),            // 21: decree.v1.ListRunsResponse
-	(*GetRunRequest)(nil),               // 22: decree.v1.GetRunRequest
-	(*GetRunResponse)(nil),              // 23: decree.v1.GetRunResponse
-	(*GetArtifactRequest)(nil),          // 24: decree.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),         // 25: decree.v1.GetArtifactResponse
-	(*ListRoutinesRequest)(nil),         // 26: decree.v1.ListRoutinesRequest
-	(*ListRoutinesResponse)(nil),        // 27: decree.v1.ListRoutinesResponse
-	(*SyncRoutinesRequest)(nil),         // 28: decree.v1.SyncRoutinesRequest
-	(*SyncRoutinesResponse)(nil),        // 29: decree.v1.SyncRoutinesResponse
-	(*RequeueMessageRequest)(nil),       // 30: decree.v1.RequeueMessageRequest
-	(*RequeueMessageResponse)(nil),      // 31: decree.v1.RequeueMessageResponse
-	(*CancelMessageRequest)(nil),        // 32: decree.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil),       // 33: decree.v1.CancelMessageResponse
-	(*RevertMessageRequest)(nil),        // 34: decree.v1.RevertMessageRequest
-	(*RevertMessageResponse)(nil),       // 35: decree.v1.RevertMessageResponse
-	(*ListCronEntriesRequest)(nil),      // 36: decree.v1.ListCronEntriesRequest
-	(*CronEntry)(nil),                   // 37: decree.v1.CronEntry
-	(*ListCronEntriesResponse)(nil),     // 38: decree.v1.ListCronEntriesResponse
-	(*ListWorkersRequest)(nil),          // 39: decree.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                  // 40: decree.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),         // 41: decree.v1.ListWorkersResponse
-	(*GetStatusRequest)(nil),            // 42: decree.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),           // 43: decree.v1.GetStatusResponse
-	(*ReplyRequest)(nil),                // 44: decree.v1.ReplyRequest
-	(*ReplyResponse)(nil),               // 45: decree.v1.ReplyResponse
-	(*ListWaitsRequest)(nil),            // 46: decree.v1.ListWaitsRequest
-	(*ListWaitsResponse)(nil),           // 47: decree.v1.ListWaitsResponse
-	(*Wait)(nil),                        // 48: decree.v1.Wait
-	(*WaitOption)(nil),                  // 49: decree.v1.WaitOption
-	(*CheckRoutinesRequest)(nil),        // 50: decree.v1.CheckRoutinesRequest
-	(*PreCheckResult)(nil),              // 51: decree.v1.PreCheckResult
-	(*CheckRoutinesResponse)(nil),       // 52: decree.v1.CheckRoutinesResponse
-	(*GetDeadLetterStatsRequest)(nil),   // 53: decree.v1.GetDeadLetterStatsRequest
-	(*GetDeadLetterStatsResponse)(nil),  // 54: decree.v1.GetDeadLetterStatsResponse
-	nil,                                 // 55: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                       // 56: decree.v1.Field
-	(*MessageInfo)(nil),                 // 57: decree.v1.MessageInfo
-	(MessageState)(0),                   // 58: decree.v1.MessageState
-	(RunOutcome)(0),                     // 59: decree.v1.RunOutcome
-	(*Event)(nil),                       // 60: decree.v1.Event
-	(*LogChunk)(nil),                    // 61: decree.v1.LogChunk
-	(*RunInfo)(nil),                     // 62: decree.v1.RunInfo
-	(*RoutineInfo)(nil),                 // 63: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),       // 64: google.protobuf.Timestamp
-	(*UsageLimitWait)(nil),              // 65: decree.v1.UsageLimitWait
-	(*Usage)(nil),                       // 66: decree.v1.Usage
+	(LaneState)(0),                      // 0: decree.v1.LaneState
+	(*SubmitMessageRequest)(nil),        // 1: decree.v1.SubmitMessageRequest
+	(*SubmitMessageResponse)(nil),       // 2: decree.v1.SubmitMessageResponse
+	(*SubmitMessageStreamRequest)(nil),  // 3: decree.v1.SubmitMessageStreamRequest
+	(*SubmitMessageStreamResponse)(nil), // 4: decree.v1.SubmitMessageStreamResponse
+	(*WatchMessageRequest)(nil),         // 5: decree.v1.WatchMessageRequest
+	(*MessageOutcome)(nil),              // 6: decree.v1.MessageOutcome
+	(*WatchMessageResponse)(nil),        // 7: decree.v1.WatchMessageResponse
+	(*ProcessMigrationsRequest)(nil),    // 8: decree.v1.ProcessMigrationsRequest
+	(*Migration)(nil),                   // 9: decree.v1.Migration
+	(*ProcessMigrationsResponse)(nil),   // 10: decree.v1.ProcessMigrationsResponse
+	(*WatchEventsRequest)(nil),          // 11: decree.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),         // 12: decree.v1.WatchEventsResponse
+	(*WatchLogsRequest)(nil),            // 13: decree.v1.WatchLogsRequest
+	(*WatchLogsResponse)(nil),           // 14: decree.v1.WatchLogsResponse
+	(*ListMessagesRequest)(nil),         // 15: decree.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),        // 16: decree.v1.ListMessagesResponse
+	(*GetMessageRequest)(nil),           // 17: decree.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),          // 18: decree.v1.GetMessageResponse
+	(*GetMessageBodyRequest)(nil),       // 19: decree.v1.GetMessageBodyRequest
+	(*GetMessageBodyResponse)(nil),      // 20: decree.v1.GetMessageBodyResponse
+	(*ListRunsRequest)(nil),             // 21: decree.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),            // 22: decree.v1.ListRunsResponse
+	(*GetRunRequest)(nil),               // 23: decree.v1.GetRunRequest
+	(*GetRunResponse)(nil),              // 24: decree.v1.GetRunResponse
+	(*GetArtifactRequest)(nil),          // 25: decree.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),         // 26: decree.v1.GetArtifactResponse
+	(*ListRoutinesRequest)(nil),         // 27: decree.v1.ListRoutinesRequest
+	(*ListRoutinesResponse)(nil),        // 28: decree.v1.ListRoutinesResponse
+	(*SyncRoutinesRequest)(nil),         // 29: decree.v1.SyncRoutinesRequest
+	(*SyncRoutinesResponse)(nil),        // 30: decree.v1.SyncRoutinesResponse
+	(*RequeueMessageRequest)(nil),       // 31: decree.v1.RequeueMessageRequest
+	(*RequeueMessageResponse)(nil),      // 32: decree.v1.RequeueMessageResponse
+	(*CancelMessageRequest)(nil),        // 33: decree.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil),       // 34: decree.v1.CancelMessageResponse
+	(*RevertMessageRequest)(nil),        // 35: decree.v1.RevertMessageRequest
+	(*RevertMessageResponse)(nil),       // 36: decree.v1.RevertMessageResponse
+	(*ListCronEntriesRequest)(nil),      // 37: decree.v1.ListCronEntriesRequest
+	(*CronEntry)(nil),                   // 38: decree.v1.CronEntry
+	(*ListCronEntriesResponse)(nil),     // 39: decree.v1.ListCronEntriesResponse
+	(*ListWorkersRequest)(nil),          // 40: decree.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                  // 41: decree.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),         // 42: decree.v1.ListWorkersResponse
+	(*GetStatusRequest)(nil),            // 43: decree.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),           // 44: decree.v1.GetStatusResponse
+	(*Lane)(nil),                        // 45: decree.v1.Lane
+	(*ReplyRequest)(nil),                // 46: decree.v1.ReplyRequest
+	(*ReplyResponse)(nil),               // 47: decree.v1.ReplyResponse
+	(*ListWaitsRequest)(nil),            // 48: decree.v1.ListWaitsRequest
+	(*ListWaitsResponse)(nil),           // 49: decree.v1.ListWaitsResponse
+	(*Wait)(nil),                        // 50: decree.v1.Wait
+	(*WaitOption)(nil),                  // 51: decree.v1.WaitOption
+	(*CheckRoutinesRequest)(nil),        // 52: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),              // 53: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),       // 54: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),   // 55: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil),  // 56: decree.v1.GetDeadLetterStatsResponse
+	nil,                                 // 57: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                       // 58: decree.v1.Field
+	(*MessageInfo)(nil),                 // 59: decree.v1.MessageInfo
+	(MessageState)(0),                   // 60: decree.v1.MessageState
+	(RunOutcome)(0),                     // 61: decree.v1.RunOutcome
+	(*Event)(nil),                       // 62: decree.v1.Event
+	(*LogChunk)(nil),                    // 63: decree.v1.LogChunk
+	(*RunInfo)(nil),                     // 64: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                 // 65: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),       // 66: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),              // 67: decree.v1.UsageLimitWait
+	(*Usage)(nil),                       // 68: decree.v1.Usage
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	56, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	57, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
-	0,  // 2: decree.v1.SubmitMessageStreamRequest.header:type_name -> decree.v1.SubmitMessageRequest
-	57, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
-	58, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
-	59, // 5: decree.v1.MessageOutcome.outcome:type_name -> decree.v1.RunOutcome
-	60, // 6: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
-	61, // 7: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
-	5,  // 8: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
-	8,  // 9: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	60, // 10: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	61, // 11: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	58, // 12: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	57, // 13: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	57, // 14: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	62, // 15: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	62, // 16: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	63, // 17: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	57, // 18: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	57, // 19: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	64, // 20: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	64, // 21: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
-	37, // 22: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	55, // 23: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	64, // 24: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
-	40, // 25: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	57, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	65, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
-	57, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
-	66, // 29: decree.v1.GetStatusResponse.running_usage:type_name -> decree.v1.Usage
-	48, // 30: decree.v1.ReplyResponse.wait:type_name -> decree.v1.Wait
-	48, // 31: decree.v1.ListWaitsResponse.waits:type_name -> decree.v1.Wait
-	49, // 32: decree.v1.Wait.options:type_name -> decree.v1.WaitOption
-	64, // 33: decree.v1.Wait.asked:type_name -> google.protobuf.Timestamp
-	64, // 34: decree.v1.Wait.deadline:type_name -> google.protobuf.Timestamp
-	51, // 35: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	64, // 36: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	0,  // 37: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	2,  // 38: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
-	4,  // 39: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	7,  // 40: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	10, // 41: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	12, // 42: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	14, // 43: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	16, // 44: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	18, // 45: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
-	20, // 46: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	22, // 47: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	24, // 48: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	26, // 49: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	28, // 50: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	30, // 51: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	32, // 52: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	34, // 53: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	36, // 54: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	39, // 55: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	42, // 56: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	50, // 57: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	53, // 58: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	44, // 59: decree.v1.ControllerService.Reply:input_type -> decree.v1.ReplyRequest
-	46, // 60: decree.v1.ControllerService.ListWaits:input_type -> decree.v1.ListWaitsRequest
-	1,  // 61: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	3,  // 62: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
-	6,  // 63: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	9,  // 64: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	11, // 65: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	13, // 66: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	15, // 67: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	17, // 68: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	19, // 69: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
-	21, // 70: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	23, // 71: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	25, // 72: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	27, // 73: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	29, // 74: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	31, // 75: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	33, // 76: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	35, // 77: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	38, // 78: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	41, // 79: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	43, // 80: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	52, // 81: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	54, // 82: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	45, // 83: decree.v1.ControllerService.Reply:output_type -> decree.v1.ReplyResponse
-	47, // 84: decree.v1.ControllerService.ListWaits:output_type -> decree.v1.ListWaitsResponse
-	61, // [61:85] is the sub-list for method output_type
-	37, // [37:61] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	58, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	59, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	1,  // 2: decree.v1.SubmitMessageStreamRequest.header:type_name -> decree.v1.SubmitMessageRequest
+	59, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
+	60, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
+	61, // 5: decree.v1.MessageOutcome.outcome:type_name -> decree.v1.RunOutcome
+	62, // 6: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	63, // 7: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	6,  // 8: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
+	9,  // 9: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
+	62, // 10: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	63, // 11: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	60, // 12: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	59, // 13: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	59, // 14: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	64, // 15: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	64, // 16: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	65, // 17: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	59, // 18: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	59, // 19: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	66, // 20: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	66, // 21: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	38, // 22: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
+	57, // 23: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	66, // 24: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	41, // 25: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
+	59, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	67, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	59, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
+	68, // 29: decree.v1.GetStatusResponse.running_usage:type_name -> decree.v1.Usage
+	45, // 30: decree.v1.GetStatusResponse.lanes:type_name -> decree.v1.Lane
+	0,  // 31: decree.v1.Lane.state:type_name -> decree.v1.LaneState
+	66, // 32: decree.v1.Lane.opened:type_name -> google.protobuf.Timestamp
+	50, // 33: decree.v1.ReplyResponse.wait:type_name -> decree.v1.Wait
+	50, // 34: decree.v1.ListWaitsResponse.waits:type_name -> decree.v1.Wait
+	51, // 35: decree.v1.Wait.options:type_name -> decree.v1.WaitOption
+	66, // 36: decree.v1.Wait.asked:type_name -> google.protobuf.Timestamp
+	66, // 37: decree.v1.Wait.deadline:type_name -> google.protobuf.Timestamp
+	53, // 38: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	66, // 39: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	1,  // 40: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	3,  // 41: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
+	5,  // 42: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	8,  // 43: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	11, // 44: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	13, // 45: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	15, // 46: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	17, // 47: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	19, // 48: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
+	21, // 49: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	23, // 50: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	25, // 51: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	27, // 52: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	29, // 53: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	31, // 54: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	33, // 55: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	35, // 56: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	37, // 57: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	40, // 58: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	43, // 59: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	52, // 60: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	55, // 61: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	46, // 62: decree.v1.ControllerService.Reply:input_type -> decree.v1.ReplyRequest
+	48, // 63: decree.v1.ControllerService.ListWaits:input_type -> decree.v1.ListWaitsRequest
+	2,  // 64: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 65: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
+	7,  // 66: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	10, // 67: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	12, // 68: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	14, // 69: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	16, // 70: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	18, // 71: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	20, // 72: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
+	22, // 73: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	24, // 74: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	26, // 75: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	28, // 76: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	30, // 77: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	32, // 78: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	34, // 79: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	36, // 80: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	39, // 81: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	42, // 82: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	44, // 83: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	54, // 84: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	56, // 85: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	47, // 86: decree.v1.ControllerService.Reply:output_type -> decree.v1.ReplyResponse
+	49, // 87: decree.v1.ControllerService.ListWaits:output_type -> decree.v1.ListWaitsResponse
+	64, // [64:88] is the sub-list for method output_type
+	40, // [40:64] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -3959,13 +4161,14 @@ func file_decree_v1_controller_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   56,
+			NumEnums:      1,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_decree_v1_controller_proto_goTypes,
 		DependencyIndexes: file_decree_v1_controller_proto_depIdxs,
+		EnumInfos:         file_decree_v1_controller_proto_enumTypes,
 		MessageInfos:      file_decree_v1_controller_proto_msgTypes,
 	}.Build()
 	File_decree_v1_controller_proto = out.File

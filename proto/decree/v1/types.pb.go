@@ -248,6 +248,14 @@ const (
 	EventKind_EVENT_KIND_REPLIED EventKind = 14
 	// Wait wait_id's deadline passed before any reply (outcome timed_out).
 	EventKind_EVENT_KIND_TIMED_OUT EventKind = 15
+	// A parallel chain got a lane of its own (lane; worker_id once known).
+	EventKind_EVENT_KIND_LANE_OPENED EventKind = 16
+	// A parallel chain's change was merged into the project tree; text
+	// says how many paths and the merge's place in the merge order.
+	EventKind_EVENT_KIND_CHAIN_MERGED EventKind = 17
+	// A parallel chain's change conflicted with the project tree; text
+	// names the files and whether the chain was requeued or dead-lettered.
+	EventKind_EVENT_KIND_MERGE_CONFLICT EventKind = 18
 )
 
 // Enum value maps for EventKind.
@@ -269,6 +277,9 @@ var (
 		13: "EVENT_KIND_WAITING",
 		14: "EVENT_KIND_REPLIED",
 		15: "EVENT_KIND_TIMED_OUT",
+		16: "EVENT_KIND_LANE_OPENED",
+		17: "EVENT_KIND_CHAIN_MERGED",
+		18: "EVENT_KIND_MERGE_CONFLICT",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":      0,
@@ -287,6 +298,9 @@ var (
 		"EVENT_KIND_WAITING":          13,
 		"EVENT_KIND_REPLIED":          14,
 		"EVENT_KIND_TIMED_OUT":        15,
+		"EVENT_KIND_LANE_OPENED":      16,
+		"EVENT_KIND_CHAIN_MERGED":     17,
+		"EVENT_KIND_MERGE_CONFLICT":   18,
 	}
 )
 
@@ -1024,7 +1038,10 @@ type Event struct {
 	// For USAGE_LIMIT_WAIT: when the retry starts.
 	Until *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=until,proto3" json:"until,omitempty"`
 	// For WAITING, REPLIED and TIMED_OUT: the wait (<message id>-w<k>).
-	WaitId        string `protobuf:"bytes,13,opt,name=wait_id,json=waitId,proto3" json:"wait_id,omitempty"`
+	WaitId string `protobuf:"bytes,13,opt,name=wait_id,json=waitId,proto3" json:"wait_id,omitempty"`
+	// The parallel lane concerned: set on events of messages that run in
+	// a lane and on LANE_OPENED, CHAIN_MERGED and MERGE_CONFLICT.
+	Lane          string `protobuf:"bytes,14,opt,name=lane,proto3" json:"lane,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1146,6 +1163,13 @@ func (x *Event) GetUntil() *timestamppb.Timestamp {
 func (x *Event) GetWaitId() string {
 	if x != nil {
 		return x.WaitId
+	}
+	return ""
+}
+
+func (x *Event) GetLane() string {
+	if x != nil {
+		return x.Lane
 	}
 	return ""
 }
@@ -1839,7 +1863,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\ttime_zone\x18\x0e \x01(\tR\btimeZone\x12&\n" +
 	"\x05usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\x05usage\x12 \n" +
 	"\fmax_cost_usd\x18\x15 \x01(\x01R\n" +
-	"maxCostUsd\"\x96\x03\n" +
+	"maxCostUsd\"\xaa\x03\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12(\n" +
@@ -1855,7 +1879,8 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	" \x01(\tR\bworkerId\x12\x15\n" +
 	"\x06job_id\x18\v \x01(\tR\x05jobId\x120\n" +
 	"\x05until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x17\n" +
-	"\await_id\x18\r \x01(\tR\x06waitId\"y\n" +
+	"\await_id\x18\r \x01(\tR\x06waitId\x12\x12\n" +
+	"\x04lane\x18\x0e \x01(\tR\x04lane\"y\n" +
 	"\x0eUsageLimitWait\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x120\n" +
@@ -1936,7 +1961,7 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x13RUN_OUTCOME_RUNNING\x10\x01\x12\x19\n" +
 	"\x15RUN_OUTCOME_SUCCEEDED\x10\x02\x12\x1d\n" +
 	"\x19RUN_OUTCOME_DEAD_LETTERED\x10\x03\x12\x19\n" +
-	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\xdb\x03\n" +
+	"\x15RUN_OUTCOME_CANCELLED\x10\x04*\xb3\x04\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVENT_KIND_MESSAGE_QUEUED\x10\x01\x12\x1e\n" +
@@ -1954,7 +1979,10 @@ const file_decree_v1_types_proto_rawDesc = "" +
 	"\x1bEVENT_KIND_USAGE_LIMIT_WAIT\x10\f\x12\x16\n" +
 	"\x12EVENT_KIND_WAITING\x10\r\x12\x16\n" +
 	"\x12EVENT_KIND_REPLIED\x10\x0e\x12\x18\n" +
-	"\x14EVENT_KIND_TIMED_OUT\x10\x0f*\x7f\n" +
+	"\x14EVENT_KIND_TIMED_OUT\x10\x0f\x12\x1a\n" +
+	"\x16EVENT_KIND_LANE_OPENED\x10\x10\x12\x1b\n" +
+	"\x17EVENT_KIND_CHAIN_MERGED\x10\x11\x12\x1d\n" +
+	"\x19EVENT_KIND_MERGE_CONFLICT\x10\x12*\x7f\n" +
 	"\rRoutineFormat\x12\x1e\n" +
 	"\x1aROUTINE_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTINE_FORMAT_SHELL\x10\x01\x12\x1b\n" +

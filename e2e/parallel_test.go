@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/decreehq/decree/internal/testtool"
+)
+
+// Parallel chains (issue #26), with a real controller and real replica
+// workers in separate processes. Every routine appends "<message id>" to a
+// ledger outside the project, so a message that ran twice, or not at all,
+// shows there whatever the project tree says.
+
+// laneRoutine: seq 0 and 1 queue the next message through the outbox; each
+// message writes its own file (named after the chain's first message's
+// file) and appends to a shared file only when told to (conflict tests).
+const laneRoutine = `
+echo "$message_id $(date +%s.%N) start" >> "$LEDGER"
+name=$(sed -n 's/^name: //p' "$message_file" | head -1)
+[ -n "$name" ] || name=$(grep -m1 -o 'file=[a-z0-9-]*' "$message_file" | cut -d= -f2)
+mkdir -p out
+echo "$message_id" >> "out/$name.txt"
+if grep -q 'shared=' "$message_file"; then
+  val=$(grep -m1 -o 'shared=[a-z0-9-]*' "$message_file" | cut -d= -f2)
+  sed -i "2s/.*/$val/" shared.txt
+fi
+sleep "${LANE_SLEEP:-0.3}"
+if [ "$seq" -lt 2 ]; then
+  printf 'file=%s\n' "$name" > .decree/outbox/next.md
+fi
+echo "$message_id $(date +%s.%N) end" >> "$LEDGER"
+`
+
+type lanesEnv struct {
+	p      *project
+	ledger string
+	ctrl   *testtool.Proc
+}
+
+// newLanes starts a controller with parallel: n and w replica workers.
+func newLanes(t *testing.T, n, w int, extraCfg string) *lanesEnv {
+	t.Helper()
+	testtool.Require(t, "bash")
+	p := newProject(t, binary, fmt.Sprintf("%sparallel: %d\n%s", baseConfig, n, extraCfg))
+	ledger := filepath.Join(t.TempDir(), "ledger.txt")
+	if err := os.WriteFile(ledger, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.routine("develop", "", strings.ReplaceAll(laneRoutine, "$LEDGER", ledger))
+	p.write("shared.txt", "line one\nline two\nline three\n")
+	e := &lanesEnv{p: p, ledger: ledger}
+	e.ctrl = startController(t, p)
+	for k := 1; k <= w; k++ {
+		e.startWorker(t, fmt.Sprintf("r%d", k))
+	}
+	return e
+}
+
+func (e *lanesEnv) startWorker(t *testing.T, id string) *testtool.Proc {
+	ws := filepath.Join(t.TempDir(), "ws-"+id)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, ws, "decree-worker", "--controller", "unix://"+e.p.path(".decree/decree.sock"), "--workspace", ws, "--id", id)
+}
+
+// ledgerRuns counts the starts per message id.
+func (e *lanesEnv) ledgerRuns(t *testing.T) map[string]int {
+	data, err := os.ReadFile(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[2] == "start" {
+			out[f[0]]++
+		}
+	}
+	return out
+}
+
+// waitIdle waits until the inbox is empty and no lane is left.
+func (e *lanesEnv) waitIdle(t *testing.T, done int) {
+	t.Helper()
+	testtool.WaitFor(t, 90*time.Second, fmt.Sprintf("%d messages done and every lane merged", done), func() bool {
+		lanes, _ := os.ReadDir(e.p.path(".decree/lanes"))
+		open := 0
+		for _, l := range lanes {
+			if l.IsDir() {
+				open++
+			}
+		}
+		return len(e.p.messages(".decree/inbox/done"))+len(e.p.messages(".decree/inbox/dead")) >= done && open == 0 && len(e.p.messages(".decree/inbox")) == 0
+	})
+}
+
+// TestParallelCleanRun: four independent chains of three messages on two
+// replica workers with parallel: 2 run two at a time, each chain on one
+// worker; every message runs once, the merged tree has every chain's
+// files, and run.json records the lane and the merge.
+func TestParallelCleanRun(t *testing.T) {
+	t.Parallel()
+	e := newLanes(t, 2, 2, "")
+	p := e.p
+	for _, n := range []string{"a", "b", "c", "d"} {
+		p.write(".decree/inbox/"+n+".md", "file="+n+"\n")
+	}
+	e.waitIdle(t, 12)
+	runs := e.ledgerRuns(t)
+	if len(runs) != 12 {
+		t.Fatalf("ledger has %d messages, want 12: %v", len(runs), runs)
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Errorf("message %s ran %d times", id, n)
+		}
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		got := strings.Fields(p.read("out/" + n + ".txt"))
+		if len(got) != 3 {
+			t.Errorf("out/%s.txt = %v, want the chain's three messages", n, got)
+		}
+	}
+	if got := p.messages(".decree/inbox/dead"); len(got) != 0 {
+		t.Errorf("dead = %v", got)
+	}
+	// Each message records its lane; the chain's merge is recorded too, in
+	// a merge order without gaps or repeats.
+	orders := map[float64]string{}
+	workers := map[string]map[string]bool{}
+	for _, id := range p.runs() {
+		rec := readJSON(t, p.path(".decree/runs/"+id+"/run.json"))
+		chain := strings.Split(id, "-")[0]
+		if rec["lane"] != chain {
+			t.Errorf("%s: run.json lane = %v, want %s", id, rec["lane"], chain)
+		}
+		m, _ := rec["merge"].(map[string]any)
+		if m == nil || m["result"] != "merged" {
+			t.Errorf("%s: run.json merge = %v, want merged", id, rec["merge"])
+			continue
+		}
+		orders[m["order"].(float64)] = chain
+		for _, a := range rec["attempt_details"].([]any) {
+			w := a.(map[string]any)["worker_id"].(string)
+			if workers[chain] == nil {
+				workers[chain] = map[string]bool{}
+			}
+			workers[chain][w] = true
+		}
+	}
+	if len(orders) != 4 {
+		t.Errorf("merge orders %v, want 4 distinct", orders)
+	}
+	for chain, ws := range workers {
+		if len(ws) != 1 {
+			t.Errorf("chain %s ran on workers %v, want one", chain, ws)
+		}
+	}
+	// Lanes overlapped: some message started before another chain's ended.
+	if !overlapped(t, e.ledger) {
+		t.Errorf("no two chains ran at the same time:\n%s", readFile(t, e.ledger))
+	}
+}
+
+// overlapped reports whether two messages of different chains ran at once.
+func overlapped(t *testing.T, ledger string) bool {
+	type span struct {
+		chain      string
+		start, end string
+	}
+	spans := map[string]*span{}
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, ledger)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		s := spans[f[0]]
+		if s == nil {
+			s = &span{chain: strings.Split(f[0], "-")[0]}
+			spans[f[0]] = s
+		}
+		if f[2] == "start" {
+			s.start = f[1]
+		} else {
+			s.end = f[1]
+		}
+	}
+	var all []*span
+	for _, s := range spans {
+		all = append(all, s)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].start < all[j].start })
+	for i := range all {
+		for j := i + 1; j < len(all); j++ {
+			if all[i].chain != all[j].chain && all[j].start < all[i].end {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
