@@ -15,6 +15,7 @@ import (
 
 	"github.com/decreehq/decree/controller/events"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/internal/faultpoint"
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/config"
 	"github.com/decreehq/decree/pkg/fsutil"
@@ -197,6 +198,7 @@ func (p *Pipeline) mergeLane(ctx context.Context, l *lane) error {
 		if err := writeJournal(l, j); err != nil {
 			return err
 		}
+		faultpoint.Hit("merge-journaled")
 	} else if err != nil {
 		return err
 	}
@@ -300,9 +302,30 @@ func (p *Pipeline) applyMerge(ctx context.Context, j *mergeJournal) error {
 			want.Perms[path] = perm
 		}
 	}
+	if faultpoint.Active("merge-half-applied") && len(j.Paths) > 1 {
+		// The fault tests' crash in the middle of a merge: half of the
+		// paths written, then SIGKILL.
+		half := &checkpoint.Manifest{Files: map[string]checkpoint.Entry{}, Perms: map[string]fs.FileMode{}, ExactPerms: true}
+		for path, e := range cur.Files {
+			half.Files[path] = e
+			half.Perms[path] = cur.PermOf(path)
+		}
+		for _, path := range j.Paths[:len(j.Paths)/2] {
+			if e, ok := want.Files[path]; ok {
+				half.Files[path] = e
+				half.Perms[path] = want.PermOf(path)
+			} else {
+				delete(half.Files, path)
+			}
+		}
+		if _, err := p.d.Checkpoints.Restore(ctx, p.d.Store.Root(), half); err == nil {
+			faultpoint.Hit("merge-half-applied")
+		}
+	}
 	if _, err := p.d.Checkpoints.Restore(ctx, p.d.Store.Root(), want); err != nil {
 		return fmt.Errorf("apply a merge to the project tree: %w", err)
 	}
+	faultpoint.Hit("merge-applied")
 	return nil
 }
 
