@@ -17,24 +17,34 @@ import (
 // ledger outside the project, so a message that ran twice, or not at all,
 // shows there whatever the project tree says.
 
-// laneRoutine: seq 0 and 1 queue the next message through the outbox; each
-// message writes its own file (named after the chain's first message's
-// file) and appends to a shared file only when told to (conflict tests).
+// laneRoutine: seq 0 and 1 queue the next message through the outbox;
+// each message writes its own files (named after the chain's "file="
+// word). Words in the message steer it: "shared=V" sets line 2 of
+// shared.txt to V (conflict tests); "gate=G" waits until the file
+// $LEDGER.G.<retry> exists (retry is 1 in a chain run again after a merge
+// conflict), so a test decides when the message goes on.
 const laneRoutine = `
-echo "$message_id $(date +%s.%N) start" >> "$LEDGER"
-name=$(sed -n 's/^name: //p' "$message_file" | head -1)
-[ -n "$name" ] || name=$(grep -m1 -o 'file=[a-z0-9-]*' "$message_file" | cut -d= -f2)
+line=$(grep -m1 -o 'file=.*' "$message_file")
+name=$(echo "$line" | grep -o 'file=[a-z0-9-]*' | cut -d= -f2)
+echo "$message_id $(date +%s.%N) start $name" >> "$LEDGER"
+retry=0
+if grep -q '^merge_retry_of:' "$message_file"; then retry=1; fi
 mkdir -p out
 echo "$message_id" >> "out/$name.txt"
-if grep -q 'shared=' "$message_file"; then
-  val=$(grep -m1 -o 'shared=[a-z0-9-]*' "$message_file" | cut -d= -f2)
-  sed -i "2s/.*/$val/" shared.txt
+echo "$message_id" > "out/$name-$seq.txt"
+gateseq=$(echo "$line" | grep -o 'gateseq=[0-9]*' | cut -d= -f2 || true)
+if g=$(echo "$line" | grep -o 'gate=[a-z0-9-]*') && [ "$seq" = "${gateseq:-0}" ]; then
+  gate="$LEDGER.${g#gate=}.$retry"
+  for i in $(seq 1200); do [ -e "$gate" ] && break; sleep 0.05; done
 fi
-sleep "${LANE_SLEEP:-0.3}"
+if v=$(echo "$line" | grep -o 'shared=[a-z0-9-]*'); then
+  sed -i "2s/.*/${v#shared=}/" shared.txt
+fi
+sleep "${LANE_SLEEP:-0.2}"
 if [ "$seq" -lt 2 ]; then
-  printf 'file=%s\n' "$name" > .decree/outbox/next.md
+  printf '%s\n' "$line" > .decree/outbox/next.md
 fi
-echo "$message_id $(date +%s.%N) end" >> "$LEDGER"
+echo "$message_id $(date +%s.%N) end $name" >> "$LEDGER"
 `
 
 type lanesEnv struct {
@@ -46,6 +56,12 @@ type lanesEnv struct {
 // newLanes starts a controller with parallel: n and w replica workers.
 func newLanes(t *testing.T, n, w int, extraCfg string) *lanesEnv {
 	t.Helper()
+	return newLanesWith(t, n, w, extraCfg, nil)
+}
+
+// newLanesWith is newLanes with more routines (name -> body).
+func newLanesWith(t *testing.T, n, w int, extraCfg string, routines map[string]string) *lanesEnv {
+	t.Helper()
 	testtool.Require(t, "bash")
 	p := newProject(t, binary, fmt.Sprintf("%sparallel: %d\n%s", baseConfig, n, extraCfg))
 	ledger := filepath.Join(t.TempDir(), "ledger.txt")
@@ -53,6 +69,9 @@ func newLanes(t *testing.T, n, w int, extraCfg string) *lanesEnv {
 		t.Fatal(err)
 	}
 	p.routine("develop", "", strings.ReplaceAll(laneRoutine, "$LEDGER", ledger))
+	for name, body := range routines {
+		p.routine(name, "", body)
+	}
 	p.write("shared.txt", "line one\nline two\nline three\n")
 	e := &lanesEnv{p: p, ledger: ledger}
 	e.ctrl = startController(t, p)
@@ -79,7 +98,7 @@ func (e *lanesEnv) ledgerRuns(t *testing.T) map[string]int {
 	out := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[2] == "start" {
+		if len(f) >= 3 && f[2] == "start" {
 			out[f[0]]++
 		}
 	}
@@ -178,7 +197,7 @@ func overlapped(t *testing.T, ledger string) bool {
 	spans := map[string]*span{}
 	for _, line := range strings.Split(strings.TrimSpace(readFile(t, ledger)), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 3 {
+		if len(f) < 3 {
 			continue
 		}
 		s := spans[f[0]]
