@@ -37,6 +37,9 @@ if g=$(echo "$line" | grep -o 'gate=[a-z0-9-]*') && [ "$seq" = "${gateseq:-0}" ]
   gate="$LEDGER.${g#gate=}.$retry"
   for i in $(seq 1200); do [ -e "$gate" ] && break; sleep 0.05; done
 fi
+if [ "$seq" = 0 ] && echo "$line" | grep -q 'big=yes'; then
+  head -c 6000000 /dev/urandom > "out/$name-big.bin"
+fi
 if v=$(echo "$line" | grep -o 'shared=[a-z0-9-]*'); then
   sed -i "2s/.*/${v#shared=}/" shared.txt
 fi
