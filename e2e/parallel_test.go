@@ -185,6 +185,21 @@ func TestParallelCleanRun(t *testing.T) {
 			t.Errorf("chain %s ran on workers %v, want one", chain, ws)
 		}
 	}
+	// Events of lane messages, and the lanes' own, name the lane.
+	var finished, opened, merged int
+	for _, line := range strings.Split(p.read(".decree/events.jsonl"), "\n") {
+		switch {
+		case strings.Contains(line, `"kind":"attempt_finished"`) && strings.Contains(line, `"lane":"`):
+			finished++
+		case strings.Contains(line, `"kind":"lane_opened"`):
+			opened++
+		case strings.Contains(line, `"kind":"chain_merged"`) && strings.Contains(line, `"lane":"`):
+			merged++
+		}
+	}
+	if finished != 12 || opened != 4 || merged != 4 {
+		t.Errorf("events: %d attempt_finished with a lane (want 12), %d lane_opened (want 4), %d chain_merged (want 4)", finished, opened, merged)
+	}
 	// Lanes overlapped: some message started before another chain's ended.
 	if !overlapped(t, e.ledger) {
 		t.Errorf("no two chains ran at the same time:\n%s", readFile(t, e.ledger))

@@ -322,6 +322,9 @@ func (p *Pipeline) emit(_ context.Context, ev *events.Event) *events.Event {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	if ev.Lane == "" && ev.Chain != "" && p.laneOf(ev.Chain) != nil {
+		ev.Lane = ev.Chain // every event of a message in a lane names it
+	}
 	if ev.JobID == "" && ev.Chain != "" {
 		p.mu.Lock()
 		for _, j := range p.jobs {
