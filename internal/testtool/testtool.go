@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -68,7 +69,12 @@ func BinariesErr() (string, error) {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", append([]string{"build", "-o", buildDir + string(filepath.Separator)}, Commands...)...)
+		args := []string{"build", "-o", buildDir + string(filepath.Separator)}
+		// DECREE_TEST_BUILD_FLAGS adds flags, e.g. -race: with
+		// GORACE=halt_on_error=1 a race in a controller or worker then
+		// kills it and fails the test that ran it.
+		args = append(args, strings.Fields(os.Getenv("DECREE_TEST_BUILD_FLAGS"))...)
+		cmd := exec.Command("go", append(args, Commands...)...)
 		cmd.Dir = ModuleRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build of decree's commands: %v\n%s", err, out)
