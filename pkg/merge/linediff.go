@@ -167,4 +167,3 @@ func buildHunks(ca, cb []bool, na, nb int) []hunk {
 	}
 	return out
 }
-

@@ -2,6 +2,7 @@ package merge
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/decreehq/decree/internal/testtool"
+	"github.com/decreehq/decree/pkg/checkpoint"
 )
 
 // needGit returns git's path, for use as an oracle. Missing git skips the
@@ -51,18 +53,48 @@ func gitMerge(t *testing.T, git, dir string, base, ours, theirs []byte) ([]byte,
 	return nil, false
 }
 
-// checkText3 compares text3 with git merge-file on one input: the same
-// verdict, and byte-identical output when clean.
-func checkText3(t *testing.T, git, dir string, base, ours, theirs []byte) {
+// oracle is git merge-file with a scratch directory, and a store for
+// Trees.
+type oracle struct {
+	git, dir string
+	st       *checkpoint.Store
+}
+
+func newOracle(t *testing.T) *oracle {
 	t.Helper()
-	want, clean := gitMerge(t, git, dir, base, ours, theirs)
-	got, spans := text3(base, ours, theirs)
-	switch {
-	case clean && len(spans) > 0:
-		t.Fatalf("git merges cleanly, text3 reports conflicts %v\nbase:\n%q\nours:\n%q\ntheirs:\n%q\ngit:\n%q", spans, base, ours, theirs, want)
-	case !clean && len(spans) == 0:
-		t.Fatalf("git reports conflicts, text3 merges cleanly\nbase:\n%q\nours:\n%q\ntheirs:\n%q\ngit:\n%s\ntext3:\n%q", base, ours, theirs, want, got)
-	case clean && !bytes.Equal(got, want):
-		t.Fatalf("clean merges differ\nbase:\n%q\nours:\n%q\ntheirs:\n%q\ngit:\n%q\ntext3:\n%q", base, ours, theirs, want, got)
+	git := needGit(t)
+	st, err := checkpoint.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
+	return &oracle{git: git, dir: t.TempDir(), st: st}
+}
+
+// check compares Trees, on a tree of one file, with git merge-file: the
+// same verdict, and byte-identical content when clean. It returns git's
+// verdict.
+func (or *oracle) check(t *testing.T, base, ours, theirs []byte) (clean bool) {
+	t.Helper()
+	st := or.st
+	want, clean := gitMerge(t, or.git, or.dir, base, ours, theirs)
+	one := func(data []byte) *checkpoint.Manifest { return manifest(t, st, tree{"f": txt(string(data))}) }
+	res, err := Trees(context.Background(), st, one(base), one(ours), one(theirs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if res.Tree != nil {
+		got = []byte(readTree(t, st, res.Tree)["f"].data)
+	}
+	switch {
+	case clean && res.Tree == nil:
+		t.Fatalf("git merges cleanly, Trees reports %v\nbase:\n%q\nours:\n%q\ntheirs:\n%q\ngit:\n%q", res.Conflicts, base, ours, theirs, want)
+	case !clean && res.Tree != nil:
+		t.Fatalf("git reports conflicts, Trees merges cleanly\nbase:\n%q\nours:\n%q\ntheirs:\n%q\ngit:\n%s\nTrees:\n%q", base, ours, theirs, want, got)
+	case clean && !bytes.Equal(got, want):
+		t.Fatalf("clean merges differ\nbase:\n%q\nours:\n%q\ntheirs:\n%q\ngit:\n%q\nTrees:\n%q", base, ours, theirs, want, got)
+	case !clean && (len(res.Conflicts) != 1 || res.Conflicts[0].Path != "f"):
+		t.Fatalf("conflicts %v, want one on f", res.Conflicts)
+	}
+	return clean
 }

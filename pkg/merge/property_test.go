@@ -64,15 +64,17 @@ func ending(r *rand.Rand, lines []string) []byte {
 	return []byte(s)
 }
 
-// TestText3MatchesGit is a randomized property test with `git merge-file`
+// TestTreesMatchGitRandomly is a randomized property test with `git merge-file`
 // as the oracle: for random bases and random edits on both sides (often
-// the same edit on both, often touching edits), text3 reaches git's
+// the same edit on both, often touching edits), Trees reaches git's
 // verdict, and the same bytes when clean. DECREE_MERGE_SEED replays one
 // seed; DECREE_MERGE_RUNS sets how many inputs are tried.
-func TestText3MatchesGit(t *testing.T) {
-	git := needGit(t)
-	dir := t.TempDir()
-	runs := 400
+func TestTreesMatchGitRandomly(t *testing.T) {
+	orc := newOracle(t)
+	runs := 1000
+	if testing.Short() {
+		runs = 200
+	}
 	if s := os.Getenv("DECREE_MERGE_RUNS"); s != "" {
 		runs, _ = strconv.Atoi(s)
 	}
@@ -105,13 +107,12 @@ func TestText3MatchesGit(t *testing.T) {
 		b := ending(r, base)
 		o, th := ending(r, ours), ending(r, theirs)
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			checkText3(t, git, dir, b, o, th)
+			if orc.check(t, b, o, th) {
+				clean++
+			} else {
+				conflicted++
+			}
 		})
-		if _, spans := text3(b, o, th); len(spans) > 0 {
-			conflicted++
-		} else {
-			clean++
-		}
 	}
 	// The generator must exercise both outcomes, or the test proves little.
 	if len(seeds) > 50 && (clean < len(seeds)/10 || conflicted < len(seeds)/10) {
