@@ -60,7 +60,11 @@ func (e *lanesEnv) event(kind, chain string) bool {
 
 func (e *lanesEnv) waitEvent(t *testing.T, kind, chain string) {
 	t.Helper()
-	testtool.WaitFor(t, 60*time.Second, kind+" of chain "+chain, func() bool { return e.event(kind, chain) })
+	for deadline := time.Now().Add(60 * time.Second); !e.event(kind, chain); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event of chain %s within 60s; events:\n%s", kind, chain, e.p.read(".decree/events.jsonl"))
+		}
+	}
 }
 
 // mergeOf is run.json's merge record of id.
@@ -422,5 +426,32 @@ func TestParallelRevertMergedMessage(t *testing.T) {
 	contains(t, "revert refusal", r.stderr, "merge 2 (chain "+u+")")
 	if got := line2(t, p); got != "uv" {
 		t.Errorf("a refused revert changed shared.txt: line 2 = %q", got)
+	}
+}
+
+// TestParallelDisjointLinesMerge: two chains running side by side change
+// lines 1 and 3 of one file; both merge, line by line (changes to lines
+// next to each other conflict, as with git merge-file).
+func TestParallelDisjointLinesMerge(t *testing.T) {
+	t.Parallel()
+	e := newLanes(t, 2, 2, "")
+	p := e.p
+	p.write(".decree/inbox/x.md", "file=x bottom=xv gate=x\n")
+	p.write(".decree/inbox/y.md", "file=y top=yv gate=y\n")
+	testtool.WaitFor(t, 60*time.Second, "both chains to start", func() bool {
+		return e.started(t, "x", 0) != "" && e.started(t, "y", 0) != ""
+	})
+	x, y := chainOf(e.started(t, "x", 0)), chainOf(e.started(t, "y", 0))
+	e.open(t, "x", 0)
+	e.waitEvent(t, "chain_merged", x)
+	e.open(t, "y", 0)
+	e.waitEvent(t, "chain_merged", y)
+	e.waitIdle(t, 6)
+	e.exactlyOnce(t, 6)
+	if got := p.read("shared.txt"); got != "yv\nline two\nxv\n" {
+		t.Errorf("shared.txt = %q, want both chains' lines", got)
+	}
+	if e.event("merge_conflict", y) {
+		t.Error("disjoint edits conflicted")
 	}
 }

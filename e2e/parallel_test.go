@@ -40,6 +40,12 @@ fi
 if [ "$seq" = 0 ] && echo "$line" | grep -q 'big=yes'; then
   head -c 6000000 /dev/urandom > "out/$name-big.bin"
 fi
+if v=$(echo "$line" | grep -o 'top=[a-z0-9-]*'); then
+  sed -i "1s/.*/${v#top=}/" shared.txt
+fi
+if v=$(echo "$line" | grep -o 'bottom=[a-z0-9-]*'); then
+  sed -i "3s/.*/${v#bottom=}/" shared.txt
+fi
 if v=$(echo "$line" | grep -o 'shared=[a-z0-9-]*'); then
   sed -i "2s/.*/${v#shared=}/" shared.txt
 fi
