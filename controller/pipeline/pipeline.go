@@ -284,8 +284,8 @@ func (p *Pipeline) idle(ctx context.Context) bool {
 // message or, with the inbox empty, has run afterAll: a client that waits
 // for the end of its chain then also sees the batch's afterAll hook done.
 func (p *Pipeline) chainMaybeFinished(ctx context.Context, chain string) {
-	if chain == "" {
-		return
+	if chain == "" || p.laneOf(chain) != nil {
+		return // a parallel chain finishes when its merge is done (merge.go)
 	}
 	if queued, err := p.d.Store.ChainsQueued(map[string]bool{chain: true}); err != nil || queued {
 		if err != nil {
