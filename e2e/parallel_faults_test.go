@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/decreehq/decree/internal/testtool"
+	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
 // open lets gated messages of gate g go on (retry 0 or 1).
@@ -453,5 +460,52 @@ func TestParallelDisjointLinesMerge(t *testing.T) {
 	}
 	if e.event("merge_conflict", y) {
 		t.Error("disjoint edits conflicted")
+	}
+}
+
+// TestParallelWatchMessageEndsWithMerge: WatchMessage of a message in a
+// lane carries the lane on its events and ends with its chain's merge.
+func TestParallelWatchMessageEndsWithMerge(t *testing.T) {
+	t.Parallel()
+	e := newLanes(t, 2, 1, "")
+	p := e.p
+	p.write(".decree/inbox/x.md", "file=x gate=x\n")
+	testtool.WaitFor(t, 60*time.Second, "the chain to start", func() bool { return e.started(t, "x", 0) != "" })
+	id := e.started(t, "x", 0)
+	conn, err := grpc.NewClient("unix://"+p.path(".decree/decree.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := decreev1.NewControllerServiceClient(conn).WatchMessage(ctx, &decreev1.WatchMessageRequest{MessageId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.open(t, "x", 0)
+	var kinds []string
+	var outcome *decreev1.MessageOutcome
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("WatchMessage: %v (so far %v)", err, kinds)
+		}
+		if ev := r.GetEvent(); ev != nil {
+			kinds = append(kinds, strings.TrimPrefix(ev.GetKind().String(), "EVENT_KIND_"))
+			if ev.GetLane() != chainOf(id) {
+				t.Errorf("event %s has lane %q, want %s", ev.GetKind(), ev.GetLane(), chainOf(id))
+			}
+		}
+		if o := r.GetOutcome(); o != nil {
+			outcome = o
+		}
+	}
+	got := strings.Join(kinds, " ")
+	if !strings.HasSuffix(got, "MESSAGE_DONE CHAIN_MERGED") || outcome == nil {
+		t.Errorf("watch = %s, outcome %v; want it to end with MESSAGE_DONE CHAIN_MERGED and an outcome", got, outcome)
 	}
 }

@@ -131,6 +131,17 @@ func (s *ControllerServer) WatchMessage(req *decreev1.WatchMessageRequest, strea
 			return err
 		}
 		if isFinal(ev) {
+			if ev.Kind == events.MessageDone && ev.Lane != "" {
+				// A message of a parallel chain reaches the project tree
+				// with its chain's merge: the watch ends with that.
+				if mev, err := w.mergeEvent(ctx, ev.Lane); err == nil && mev != nil {
+					if err := w.send(&decreev1.WatchMessageResponse{Item: &decreev1.WatchMessageResponse_Event{Event: eventProto(mev)}}); err != nil {
+						return err
+					}
+				} else if ctx.Err() != nil {
+					return Status(ctx.Err())
+				}
+			}
 			v, _ := s.d.Store.FindMessage(id)
 			reason := ""
 			if ev.Kind == events.MessageDead {
@@ -206,4 +217,37 @@ func (w *messageWatch) sendOutcome(v store.MessageView, reason string) error {
 	}
 	w.cur.attempt, w.cur.offset, w.cur.ended = 0, 0, true
 	return w.send(&decreev1.WatchMessageResponse{Item: &decreev1.WatchMessageResponse_Outcome{Outcome: out}})
+}
+
+// mergeEvent returns the CHAIN_MERGED or MERGE_CONFLICT event of lane
+// after the cursor: replayed from the log, or awaited while the chain's
+// merge has not been recorded yet. Nil when the log no longer has it.
+func (w *messageWatch) mergeEvent(ctx context.Context, lane string) (*events.Event, error) {
+	filter := func(ev *events.Event) bool {
+		return ev.Lane == lane && (ev.Kind == events.ChainMerged || ev.Kind == events.MergeConflict)
+	}
+	from := w.cur.seq + 1
+	for _, live := range []bool{false, true} {
+		if live {
+			if rec, err := w.s.d.Store.ReadRunRecord(w.id); err == nil && rec.Merge != nil {
+				return nil, nil // merged, and the log no longer has the event
+			}
+		}
+		ew := w.s.d.Events.Watch(events.WatchOptions{From: from, Follow: live, Filter: filter})
+		ev, err := ew.Next(ctx)
+		ew.Close()
+		var slow *events.SlowWatcherError
+		switch {
+		case errors.As(err, &slow):
+			from = slow.Resume
+			continue
+		case errors.Is(err, io.EOF):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		w.cur.seq = ev.Sequence
+		return ev, nil
+	}
+	return nil, nil
 }
