@@ -33,6 +33,7 @@ func TestParallelDiskFullDuringMerge(t *testing.T) {
 	e.ctrl = startController(t, p, "--min-free-bytes", "1048576")
 	e.startWorker(t, "r1")
 	e.startWorker(t, "r2")
+	e.waitWorkers(t, 2)
 	p.write(".decree/inbox/d.md", "file=d big=yes\n")
 	testtool.WaitFor(t, 60*time.Second, "the chain to end", func() bool { return len(e.ends(t)) == 3 })
 	d := chainOf(e.started(t, "d", 0))

@@ -262,6 +262,7 @@ func TestParallelWorkerKilledMidChain(t *testing.T) {
 	for _, id := range []string{"r1", "r2"} {
 		workers[id] = e.startWorker(t, id)
 	}
+	e.waitWorkers(t, 2)
 	p.write(".decree/inbox/k.md", "file=k gate=k gateseq=1\n")
 	testtool.WaitFor(t, 60*time.Second, "the second message to start", func() bool { return e.started(t, "k", 1) != "" })
 	k := chainOf(e.started(t, "k", 1))
@@ -351,6 +352,7 @@ func TestParallelControllerKilledMidMerge(t *testing.T) {
 			testtool.WaitFor(t, 20*time.Second, "the controller's socket", func() bool { return socketLive(p.path(".decree/decree.sock")) })
 			e.startWorker(t, "r1")
 			e.startWorker(t, "r2")
+			e.waitWorkers(t, 2)
 			p.write(".decree/inbox/a.md", "file=a\n")
 			p.write(".decree/inbox/b.md", "file=b\n")
 			testtool.WaitFor(t, 60*time.Second, "both chains to end", func() bool {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,7 +88,21 @@ func newLanesWith(t *testing.T, n, w int, extraCfg string, routines map[string]s
 	for k := 1; k <= w; k++ {
 		e.startWorker(t, fmt.Sprintf("r%d", k))
 	}
+	e.waitWorkers(t, w)
 	return e
+}
+
+// waitWorkers waits until n workers are connected: until then the first
+// chain would run on the project tree, one at a time.
+func (e *lanesEnv) waitWorkers(t *testing.T, n int) {
+	t.Helper()
+	testtool.WaitFor(t, 30*time.Second, fmt.Sprintf("%d workers to connect", n), func() bool {
+		r := e.p.ctl("", "status", "-o", "json")
+		var st struct {
+			WorkersConnected int `json:"workersConnected"`
+		}
+		return json.Unmarshal([]byte(r.stdout), &st) == nil && st.WorkersConnected >= n
+	})
 }
 
 func (e *lanesEnv) startWorker(t *testing.T, id string) *testtool.Proc {

@@ -284,13 +284,19 @@ func runFiles(run *store.Run, extra ...string) []lease.File {
 // neither run nor get lost.
 func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, n int) {
 	dst := filepath.Join(run.Dir(), layout.DiscardedDir(n))
-	p.moveFollowUps(before, dst, dst)
+	p.moveFollowUps(run, before, dst, dst)
 }
 
 // moveFollowUps moves the follow-ups an attempt wrote into the inbox (new
 // follow-up names since before) to inboxDst and the outbox's files to
 // outboxDst.
-func (p *Pipeline) moveFollowUps(before store.InboxSnapshot, inboxDst, outboxDst string) {
+func (p *Pipeline) moveFollowUps(run *store.Run, before store.InboxSnapshot, inboxDst, outboxDst string) {
+	// In a lane only the chain's own follow-up names are the attempt's:
+	// other lanes queue theirs meanwhile (lane_tree.go).
+	chain := ""
+	if p.runLane(run) != nil {
+		chain, _, _ = message.SplitID(run.ID())
+	}
 	dot := filepath.Join(p.d.Store.Root(), layout.Dir)
 	move := func(dir, dst string, skip func(string) bool) {
 		ents, err := os.ReadDir(dir)
@@ -313,7 +319,14 @@ func (p *Pipeline) moveFollowUps(before store.InboxSnapshot, inboxDst, outboxDst
 	}
 	// Only follow-up names: a message dropped into the inbox while the
 	// attempt ran belongs to nobody's attempt and stays queued.
-	move(filepath.Join(dot, layout.Inbox), inboxDst, func(name string) bool { return before.Has(name) || !store.IsFollowUpName(name) })
+	move(filepath.Join(dot, layout.Inbox), inboxDst, func(name string) bool {
+		if chain != "" {
+			if c, _, ok := message.ChainFromFileName(name); !ok || c != chain {
+				return true
+			}
+		}
+		return before.Has(name) || !store.IsFollowUpName(name)
+	})
 	move(filepath.Join(dot, layout.Outbox), outboxDst, func(string) bool { return false })
 }
 

@@ -162,7 +162,9 @@ func (p *Pipeline) finishLost(ctx context.Context, m *msg, v msgstate.Msg) error
 	}
 	p.afterAttempt(ctx, m, n, &end)
 	if before, ok := m.run.InboxSnapshot(); ok {
+		unlock := p.laneCollecting(m)
 		p.discardFollowUps(m.run, before, n)
+		unlock()
 	}
 	if _, err := m.run.FinishAttemptStep(n, end.exitCode, end.errText, func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.End(v, n, end.res) }); err != nil {
 		return err

@@ -171,3 +171,14 @@ func (rs *replicaSync) requirements(need lease.Requirements) lease.Requirements 
 	rs.needs(&need)
 	return need
 }
+
+// laneCollecting holds collectMu for a message in a lane while it collects
+// or discards follow-ups outside its attempt (after a restart, an approved
+// review); it returns the release. Outside lanes it does nothing.
+func (p *Pipeline) laneCollecting(m *msg) func() {
+	if m.lane == nil {
+		return func() {}
+	}
+	p.collectMu.Lock()
+	return p.collectMu.Unlock
+}

@@ -162,6 +162,7 @@ func (p *Pipeline) perform(ctx, runCtx context.Context, m *msg, v msgstate.Msg, 
 	case msgstate.StepReject:
 		return p.reject(ctx, m)
 	case msgstate.StepCollect:
+		defer p.laneCollecting(m)()
 		if v.State == msgstate.Waiting { // approved: its follow-ups come back first (wait.go)
 			return p.collectApproved(ctx, m)
 		}

@@ -48,7 +48,7 @@ func (p *Pipeline) reject(ctx context.Context, m *msg) error {
 // the inbox and outbox until it is approved.
 func (p *Pipeline) holdFollowUps(run *store.Run, before store.InboxSnapshot) {
 	held := filepath.Join(run.Dir(), layout.HeldFollowUps)
-	p.moveFollowUps(before, filepath.Join(held, layout.Inbox), filepath.Join(held, layout.Outbox))
+	p.moveFollowUps(run, before, filepath.Join(held, layout.Inbox), filepath.Join(held, layout.Outbox))
 }
 
 // restoreHeld puts an approved attempt's follow-ups back in place, to be
