@@ -26,6 +26,12 @@ tests=(
   TestAPICancel
   TestCancelledAttemptIsFinished
   TestRefusedStepHaltsTheMessage
+  TestParallelCleanRun
+  TestParallelConflictRequeueThenSuccess
+  TestParallelDoubleConflictDeadLetters
+  TestParallelWorkerKilledMidChain
+  TestParallelControllerKilledMidMerge
+  TestParallelDiskFullDuringMerge
 )
 pattern="^($(IFS='|'; echo "${tests[*]}"))\$"
 hogs=()
