@@ -35,7 +35,7 @@ func TestParallelDiskFullDuringMerge(t *testing.T) {
 	e.startWorker(t, "r2")
 	e.waitWorkers(t, 2)
 	p.write(".decree/inbox/d.md", "file=d big=yes\n")
-	testtool.WaitFor(t, 60*time.Second, "the chain to end", func() bool { return len(e.ends(t)) == 3 })
+	testtool.WaitFor(t, 60*time.Second, "the chain to be done", func() bool { return len(p.messages(".decree/inbox/done")) == 3 })
 	d := chainOf(e.started(t, "d", 0))
 
 	// Leave about 3 MiB free: above the pause threshold, below the merge.

@@ -140,7 +140,12 @@ func (e *lanesEnv) waitIdle(t *testing.T, done int) {
 				open++
 			}
 		}
-		return len(e.p.messages(".decree/inbox/done"))+len(e.p.messages(".decree/inbox/dead")) >= done && open == 0 && len(e.p.messages(".decree/inbox")) == 0
+		if len(e.p.messages(".decree/inbox/done"))+len(e.p.messages(".decree/inbox/dead")) < done || open > 0 || len(e.p.messages(".decree/inbox")) > 0 {
+			return false
+		}
+		// Every lane's merge event is out (it follows the lane's removal).
+		evs := e.p.read(".decree/events.jsonl")
+		return strings.Count(evs, `"kind":"lane_opened"`) == strings.Count(evs, `"kind":"chain_merged"`)+strings.Count(evs, `"kind":"merge_conflict"`)
 	})
 }
 
@@ -158,7 +163,7 @@ func TestParallelCleanRun(t *testing.T) {
 	e.waitIdle(t, 12)
 	runs := e.ledgerRuns(t)
 	if len(runs) != 12 {
-		t.Fatalf("ledger has %d messages, want 12: %v", len(runs), runs)
+		t.Fatalf("ledger has %d messages, want 12: %v\nevents:\n%s", len(runs), runs, p.read(".decree/events.jsonl"))
 	}
 	for id, n := range runs {
 		if n != 1 {

@@ -158,7 +158,9 @@ func (p *Pipeline) announceRejected(ctx context.Context, sel sched.Selection) {
 
 // openLane gives e's chain a lane starting from the project tree now.
 func (p *Pipeline) openLane(ctx context.Context, e store.Entry) (*lane, error) {
+	p.treeMu.Lock() // not during a merge (merge.go)
 	base, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
+	p.treeMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("open a lane for chain %s: snapshot the project tree: %w", e.Chain, err)
 	}

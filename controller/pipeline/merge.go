@@ -191,16 +191,30 @@ func (p *Pipeline) mergeLane(ctx context.Context, l *lane) error {
 		return err
 	}
 	j, err := readJournal(l)
-	if errors.Is(err, fs.ErrNotExist) {
-		if j, err = p.decideMerge(ctx, cfg, l); err != nil {
+	fresh := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !fresh {
+		return err
+	}
+	if fresh {
+		if j, err = p.gateMerge(ctx, cfg, l); err != nil {
 			return err
+		}
+	}
+	// The project tree is read and written under treeMu (the afterMerge
+	// hook included): a lane opening meanwhile must not take a half-applied
+	// merge as its base.
+	p.treeMu.Lock()
+	defer p.treeMu.Unlock()
+	if fresh {
+		if j == nil {
+			if j, err = p.decideMerge(ctx, l); err != nil {
+				return err
+			}
 		}
 		if err := writeJournal(l, j); err != nil {
 			return err
 		}
 		faultpoint.Hit("merge-journaled")
-	} else if err != nil {
-		return err
 	}
 	switch j.State {
 	case mergeApply:
@@ -221,8 +235,9 @@ func (p *Pipeline) mergeLane(ctx context.Context, l *lane) error {
 	return p.finishMerge(ctx, cfg, l, j)
 }
 
-// decideMerge runs the beforeMerge gate and the three-way merge.
-func (p *Pipeline) decideMerge(ctx context.Context, cfg *config.Config, l *lane) (*mergeJournal, error) {
+// gateMerge runs the beforeMerge gate: a journal giving the chain up when
+// it fails, nil when it passes (or there is none).
+func (p *Pipeline) gateMerge(ctx context.Context, cfg *config.Config, l *lane) (*mergeJournal, error) {
 	if hookName(cfg, "beforeMerge") != "" {
 		root := store.Entry{ID: l.chain + "-0", Chain: l.chain, Message: &message.Message{}}
 		env := map[string]string{"DECREE_HOOK": "beforeMerge", "DECREE_TRIGGER": "merge", "DECREE_CHAIN": l.chain}
@@ -233,6 +248,11 @@ func (p *Pipeline) decideMerge(ctx context.Context, cfg *config.Config, l *lane)
 			return &mergeJournal{State: mergeDead, Reason: "the beforeMerge gate failed: " + why}, nil
 		}
 	}
+	return nil, nil
+}
+
+// decideMerge runs the three-way merge; the caller holds treeMu.
+func (p *Pipeline) decideMerge(ctx context.Context, l *lane) (*mergeJournal, error) {
 	ours, err := p.d.Checkpoints.Snapshot(ctx, p.d.Store.Root())
 	if err != nil {
 		return nil, fmt.Errorf("snapshot the project tree to merge chain %s: %w", l.chain, err)

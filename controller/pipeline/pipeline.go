@@ -142,6 +142,9 @@ type Pipeline struct {
 	laneWG sync.WaitGroup
 	merges mergeQueue
 	// collectMu serialises taking work back from lanes' workers: the
+	// treeMu is held while the project tree is merged into or read as a
+	// lane's base, so that no lane starts from a half-applied merge.
+	treeMu sync.Mutex
 	// inbox snapshot, the follow-ups a worker returned and their
 	// collection (lane_tree.go).
 	collectMu   sync.Mutex
