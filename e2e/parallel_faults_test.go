@@ -211,6 +211,13 @@ func TestParallelDoubleConflictDeadLetters(t *testing.T) {
 	if p.exists("out/y.txt") {
 		t.Error("a chain that never merged left files in the project tree")
 	}
+	// status lists both conflicts: the requeue and the dead letter.
+	r := p.ctl("", "status")
+	mustCode(t, r, 0)
+	contains(t, "status", r.stdout, "conflict    chain "+y+": shared.txt")
+	contains(t, "status", r.stdout, "requeued as chain "+y2)
+	contains(t, "status", r.stdout, "conflict    chain "+y2+": shared.txt")
+	contains(t, "status", r.stdout, "its first message was dead-lettered")
 	// Requeued once only: no third run of y.
 	if n := strings.Count(readFile(t, e.ledger), " start y"); n != 6 {
 		t.Errorf("chain y's messages started %d times, want 6 (two runs of three)", n)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/fsutil"
@@ -39,38 +40,17 @@ func (p *Pipeline) logMerge(e mergeEntry) error {
 			return nil
 		}
 	}
-	path := filepath.Join(p.lanesRoot(), mergesLog)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("record the merge: %w", err)
-	}
-	line, _ := json.Marshal(e)
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("record the merge: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("record the merge: %w", err)
-	}
-	return f.Close()
+	return appendJSONLine(filepath.Join(p.lanesRoot(), mergesLog), e)
 }
 
 func (p *Pipeline) readMerges() []mergeEntry {
-	f, err := os.Open(filepath.Join(p.lanesRoot(), mergesLog))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
 	var out []mergeEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
+	readJSONLines(filepath.Join(p.lanesRoot(), mergesLog), func(b []byte) {
 		var e mergeEntry
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
+		if json.Unmarshal(b, &e) == nil {
 			out = append(out, e)
 		}
-	}
+	})
 	return out
 }
 
@@ -145,4 +125,84 @@ func (p *Pipeline) mergesTouching(id string, paths []string) []string {
 		}
 	}
 	return out
+}
+
+// conflictsLog lists merge conflicts, one JSON object per line.
+const conflictsLog = "conflicts.jsonl"
+
+// ConflictRecord is a merge conflict as status shows it.
+type ConflictRecord struct {
+	Chain      string    `json:"chain"`
+	Conflicts  []string  `json:"conflicts"`
+	RequeuedAs string    `json:"requeued_as,omitempty"`
+	Time       time.Time `json:"time"`
+}
+
+func conflictLines(j *mergeJournal) []string {
+	if len(j.Conflicts) > 0 {
+		return j.Conflicts
+	}
+	return []string{j.Reason}
+}
+
+// logConflict appends c to conflicts.jsonl unless the chain is there (a
+// merge finished again after a restart).
+func (p *Pipeline) logConflict(c ConflictRecord) error {
+	for _, old := range p.MergeConflicts(0) {
+		if old.Chain == c.Chain {
+			return nil
+		}
+	}
+	if c.Time.IsZero() {
+		c.Time = time.Now().UTC()
+	}
+	return appendJSONLine(filepath.Join(p.lanesRoot(), conflictsLog), c)
+}
+
+// MergeConflicts returns the last n merge conflicts (all when n <= 0),
+// oldest first.
+func (p *Pipeline) MergeConflicts(n int) []ConflictRecord {
+	var out []ConflictRecord
+	readJSONLines(filepath.Join(p.lanesRoot(), conflictsLog), func(b []byte) {
+		var c ConflictRecord
+		if json.Unmarshal(b, &c) == nil {
+			out = append(out, c)
+		}
+	})
+	if n > 0 && len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}
+
+// appendJSONLine appends v as one line to path, durably.
+func appendJSONLine(path string, v any) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("record in %s: %w", filepath.Base(path), err)
+	}
+	line, _ := json.Marshal(v)
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("record in %s: %w", filepath.Base(path), err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("record in %s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
+}
+
+// readJSONLines calls fn with every line of path (none when it is missing).
+func readJSONLines(path string, fn func([]byte)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		fn(sc.Bytes())
+	}
 }

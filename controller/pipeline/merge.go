@@ -427,6 +427,11 @@ func (p *Pipeline) finishMerge(ctx context.Context, cfg *config.Config, l *lane,
 			return err
 		}
 	}
+	if j.State == mergeRequeue || j.State == mergeDead {
+		if err := p.logConflict(ConflictRecord{Chain: l.chain, Conflicts: conflictLines(j), RequeuedAs: j.RequeueChain}); err != nil {
+			return err
+		}
+	}
 	if err := l.remove(); err != nil {
 		return err
 	}

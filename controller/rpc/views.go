@@ -120,6 +120,9 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 	resp.Waits = int32(len(s.d.Pipeline.Waits()))
 	lanes, merges := s.d.Pipeline.Lanes()
 	resp.Merges = merges
+	for _, c := range s.d.Pipeline.MergeConflicts(5) {
+		resp.MergeConflicts = append(resp.MergeConflicts, &decreev1.MergeConflict{Chain: c.Chain, Conflicts: c.Conflicts, RequeuedAs: c.RequeuedAs, Time: timestamppb.New(c.Time)})
+	}
 	for _, l := range lanes {
 		st := decreev1.LaneState_LANE_STATE_RUNNING
 		if l.Merging {

@@ -315,6 +315,7 @@ func newWorkersCmd(g *globals) *cobra.Command {
 
 // printLanes shows the parallel lanes and the merge queue.
 func printLanes(w io.Writer, st *decreev1.GetStatusResponse) {
+	defer printConflicts(w, st)
 	if len(st.GetLanes()) == 0 && st.GetMerges() == 0 {
 		return
 	}
@@ -334,5 +335,16 @@ func printLanes(w io.Writer, st *decreev1.GetStatusResponse) {
 			what = fmt.Sprintf("%s attempt %d", l.GetMessageId(), l.GetAttempt())
 		}
 		fmt.Fprintf(w, "  lane %s  worker %s  %s%s\n", l.GetChain(), worker, what, retry)
+	}
+}
+
+// printConflicts shows the latest merge conflicts.
+func printConflicts(w io.Writer, st *decreev1.GetStatusResponse) {
+	for _, c := range st.GetMergeConflicts() {
+		then := "its first message was dead-lettered"
+		if c.GetRequeuedAs() != "" {
+			then = "requeued as chain " + c.GetRequeuedAs()
+		}
+		fmt.Fprintf(w, "conflict    chain %s: %s; %s\n", c.GetChain(), strings.Join(c.GetConflicts(), "; "), then)
 	}
 }

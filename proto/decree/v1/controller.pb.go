@@ -2715,9 +2715,11 @@ type GetStatusResponse struct {
 	Lanes []*Lane `protobuf:"bytes,21,rep,name=lanes,proto3" json:"lanes,omitempty"`
 	// The merge order so far: how many chains were merged into the project
 	// tree by this project's merge queue.
-	Merges        int64 `protobuf:"varint,22,opt,name=merges,proto3" json:"merges,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Merges int64 `protobuf:"varint,22,opt,name=merges,proto3" json:"merges,omitempty"`
+	// The latest merge conflicts (at most 5), newest last.
+	MergeConflicts []*MergeConflict `protobuf:"bytes,23,rep,name=merge_conflicts,json=mergeConflicts,proto3" json:"merge_conflicts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -2869,6 +2871,89 @@ func (x *GetStatusResponse) GetMerges() int64 {
 	return 0
 }
 
+func (x *GetStatusResponse) GetMergeConflicts() []*MergeConflict {
+	if x != nil {
+		return x.MergeConflicts
+	}
+	return nil
+}
+
+// MergeConflict is a parallel chain whose change conflicted with the
+// project tree: nothing of it was applied.
+type MergeConflict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chain whose merge conflicted.
+	Chain string `protobuf:"bytes,1,opt,name=chain,proto3" json:"chain,omitempty"`
+	// The conflicting paths, each with what both sides did; or why the
+	// beforeMerge gate refused the merge.
+	Conflicts []string `protobuf:"bytes,2,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// The chain running the change again; empty when the chain's first
+	// message was dead-lettered instead (a second conflict or the gate).
+	RequeuedAs string `protobuf:"bytes,3,opt,name=requeued_as,json=requeuedAs,proto3" json:"requeued_as,omitempty"`
+	// When the conflict was found.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeConflict) Reset() {
+	*x = MergeConflict{}
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeConflict) ProtoMessage() {}
+
+func (x *MergeConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeConflict.ProtoReflect.Descriptor instead.
+func (*MergeConflict) Descriptor() ([]byte, []int) {
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *MergeConflict) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *MergeConflict) GetConflicts() []string {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+func (x *MergeConflict) GetRequeuedAs() string {
+	if x != nil {
+		return x.RequeuedAs
+	}
+	return ""
+}
+
+func (x *MergeConflict) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 // Lane is a parallel chain running in a tree of its own on one worker.
 type Lane struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2895,7 +2980,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +2992,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[44]
+	mi := &file_decree_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3005,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Lane) GetChain() string {
@@ -2998,7 +3083,7 @@ type ReplyRequest struct {
 
 func (x *ReplyRequest) Reset() {
 	*x = ReplyRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3095,7 @@ func (x *ReplyRequest) String() string {
 func (*ReplyRequest) ProtoMessage() {}
 
 func (x *ReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[45]
+	mi := &file_decree_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3108,7 @@ func (x *ReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRequest.ProtoReflect.Descriptor instead.
 func (*ReplyRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReplyRequest) GetTo() string {
@@ -3067,7 +3152,7 @@ type ReplyResponse struct {
 
 func (x *ReplyResponse) Reset() {
 	*x = ReplyResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3164,7 @@ func (x *ReplyResponse) String() string {
 func (*ReplyResponse) ProtoMessage() {}
 
 func (x *ReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[46]
+	mi := &file_decree_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3177,7 @@ func (x *ReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyResponse.ProtoReflect.Descriptor instead.
 func (*ReplyResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReplyResponse) GetWait() *Wait {
@@ -3118,7 +3203,7 @@ type ListWaitsRequest struct {
 
 func (x *ListWaitsRequest) Reset() {
 	*x = ListWaitsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3215,7 @@ func (x *ListWaitsRequest) String() string {
 func (*ListWaitsRequest) ProtoMessage() {}
 
 func (x *ListWaitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[47]
+	mi := &file_decree_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3228,7 @@ func (x *ListWaitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWaitsRequest.ProtoReflect.Descriptor instead.
 func (*ListWaitsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 // ListWaitsResponse lists the waits.
@@ -3157,7 +3242,7 @@ type ListWaitsResponse struct {
 
 func (x *ListWaitsResponse) Reset() {
 	*x = ListWaitsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	mi := &file_decree_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3254,7 @@ func (x *ListWaitsResponse) String() string {
 func (*ListWaitsResponse) ProtoMessage() {}
 
 func (x *ListWaitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[48]
+	mi := &file_decree_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3267,7 @@ func (x *ListWaitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWaitsResponse.ProtoReflect.Descriptor instead.
 func (*ListWaitsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{48}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListWaitsResponse) GetWaits() []*Wait {
@@ -3224,7 +3309,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_decree_v1_controller_proto_msgTypes[49]
+	mi := &file_decree_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3321,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[49]
+	mi := &file_decree_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3334,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{49}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Wait) GetId() string {
@@ -3342,7 +3427,7 @@ type WaitOption struct {
 
 func (x *WaitOption) Reset() {
 	*x = WaitOption{}
-	mi := &file_decree_v1_controller_proto_msgTypes[50]
+	mi := &file_decree_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3439,7 @@ func (x *WaitOption) String() string {
 func (*WaitOption) ProtoMessage() {}
 
 func (x *WaitOption) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[50]
+	mi := &file_decree_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3452,7 @@ func (x *WaitOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitOption.ProtoReflect.Descriptor instead.
 func (*WaitOption) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{50}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WaitOption) GetName() string {
@@ -3401,7 +3486,7 @@ type CheckRoutinesRequest struct {
 
 func (x *CheckRoutinesRequest) Reset() {
 	*x = CheckRoutinesRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[51]
+	mi := &file_decree_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3413,7 +3498,7 @@ func (x *CheckRoutinesRequest) String() string {
 func (*CheckRoutinesRequest) ProtoMessage() {}
 
 func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[51]
+	mi := &file_decree_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3426,7 +3511,7 @@ func (x *CheckRoutinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesRequest.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{51}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CheckRoutinesRequest) GetRoutines() []string {
@@ -3473,7 +3558,7 @@ type PreCheckResult struct {
 
 func (x *PreCheckResult) Reset() {
 	*x = PreCheckResult{}
-	mi := &file_decree_v1_controller_proto_msgTypes[52]
+	mi := &file_decree_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3485,7 +3570,7 @@ func (x *PreCheckResult) String() string {
 func (*PreCheckResult) ProtoMessage() {}
 
 func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[52]
+	mi := &file_decree_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3498,7 +3583,7 @@ func (x *PreCheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreCheckResult.ProtoReflect.Descriptor instead.
 func (*PreCheckResult) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{52}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PreCheckResult) GetRoutine() string {
@@ -3555,7 +3640,7 @@ type CheckRoutinesResponse struct {
 
 func (x *CheckRoutinesResponse) Reset() {
 	*x = CheckRoutinesResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[53]
+	mi := &file_decree_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3652,7 @@ func (x *CheckRoutinesResponse) String() string {
 func (*CheckRoutinesResponse) ProtoMessage() {}
 
 func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[53]
+	mi := &file_decree_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3665,7 @@ func (x *CheckRoutinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRoutinesResponse.ProtoReflect.Descriptor instead.
 func (*CheckRoutinesResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{53}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CheckRoutinesResponse) GetResults() []*PreCheckResult {
@@ -3599,7 +3684,7 @@ type GetDeadLetterStatsRequest struct {
 
 func (x *GetDeadLetterStatsRequest) Reset() {
 	*x = GetDeadLetterStatsRequest{}
-	mi := &file_decree_v1_controller_proto_msgTypes[54]
+	mi := &file_decree_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +3696,7 @@ func (x *GetDeadLetterStatsRequest) String() string {
 func (*GetDeadLetterStatsRequest) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[54]
+	mi := &file_decree_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +3709,7 @@ func (x *GetDeadLetterStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsRequest) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{54}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 // GetDeadLetterStatsResponse summarises inbox/dead/.
@@ -3640,7 +3725,7 @@ type GetDeadLetterStatsResponse struct {
 
 func (x *GetDeadLetterStatsResponse) Reset() {
 	*x = GetDeadLetterStatsResponse{}
-	mi := &file_decree_v1_controller_proto_msgTypes[55]
+	mi := &file_decree_v1_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3737,7 @@ func (x *GetDeadLetterStatsResponse) String() string {
 func (*GetDeadLetterStatsResponse) ProtoMessage() {}
 
 func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_decree_v1_controller_proto_msgTypes[55]
+	mi := &file_decree_v1_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3750,7 @@ func (x *GetDeadLetterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeadLetterStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetDeadLetterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_decree_v1_controller_proto_rawDescGZIP(), []int{55}
+	return file_decree_v1_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetDeadLetterStatsResponse) GetCount() int32 {
@@ -3848,7 +3933,7 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.decree.v1.WorkerInfoR\aworkers\"\x12\n" +
-	"\x10GetStatusRequest\"\x8e\x05\n" +
+	"\x10GetStatusRequest\"\xd1\x05\n" +
 	"\x11GetStatusResponse\x12\x1f\n" +
 	"\vproject_dir\x18\x01 \x01(\tR\n" +
 	"projectDir\x12\x16\n" +
@@ -3868,7 +3953,14 @@ const file_decree_v1_controller_proto_rawDesc = "" +
 	"\rrunning_usage\x18\x14 \x01(\v2\x10.decree.v1.UsageR\frunningUsage\x12\x14\n" +
 	"\x05waits\x18\x0e \x01(\x05R\x05waits\x12%\n" +
 	"\x05lanes\x18\x15 \x03(\v2\x0f.decree.v1.LaneR\x05lanes\x12\x16\n" +
-	"\x06merges\x18\x16 \x01(\x03R\x06merges\"\x94\x02\n" +
+	"\x06merges\x18\x16 \x01(\x03R\x06merges\x12A\n" +
+	"\x0fmerge_conflicts\x18\x17 \x03(\v2\x18.decree.v1.MergeConflictR\x0emergeConflicts\"\x94\x01\n" +
+	"\rMergeConflict\x12\x14\n" +
+	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x1c\n" +
+	"\tconflicts\x18\x02 \x03(\tR\tconflicts\x12\x1f\n" +
+	"\vrequeued_as\x18\x03 \x01(\tR\n" +
+	"requeuedAs\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x94\x02\n" +
 	"\x04Lane\x12\x14\n" +
 	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x1d\n" +
@@ -3973,7 +4065,7 @@ func file_decree_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_decree_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_decree_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_decree_v1_controller_proto_goTypes = []any{
 	(LaneState)(0),                      // 0: decree.v1.LaneState
 	(*SubmitMessageRequest)(nil),        // 1: decree.v1.SubmitMessageRequest
@@ -4020,125 +4112,128 @@ var file_decree_v1_controller_proto_goTypes = []any{
 	(*ListWorkersResponse)(nil),         // 42: decree.v1.ListWorkersResponse
 	(*GetStatusRequest)(nil),            // 43: decree.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),           // 44: decree.v1.GetStatusResponse
-	(*Lane)(nil),                        // 45: decree.v1.Lane
-	(*ReplyRequest)(nil),                // 46: decree.v1.ReplyRequest
-	(*ReplyResponse)(nil),               // 47: decree.v1.ReplyResponse
-	(*ListWaitsRequest)(nil),            // 48: decree.v1.ListWaitsRequest
-	(*ListWaitsResponse)(nil),           // 49: decree.v1.ListWaitsResponse
-	(*Wait)(nil),                        // 50: decree.v1.Wait
-	(*WaitOption)(nil),                  // 51: decree.v1.WaitOption
-	(*CheckRoutinesRequest)(nil),        // 52: decree.v1.CheckRoutinesRequest
-	(*PreCheckResult)(nil),              // 53: decree.v1.PreCheckResult
-	(*CheckRoutinesResponse)(nil),       // 54: decree.v1.CheckRoutinesResponse
-	(*GetDeadLetterStatsRequest)(nil),   // 55: decree.v1.GetDeadLetterStatsRequest
-	(*GetDeadLetterStatsResponse)(nil),  // 56: decree.v1.GetDeadLetterStatsResponse
-	nil,                                 // 57: decree.v1.WorkerInfo.LabelsEntry
-	(*Field)(nil),                       // 58: decree.v1.Field
-	(*MessageInfo)(nil),                 // 59: decree.v1.MessageInfo
-	(MessageState)(0),                   // 60: decree.v1.MessageState
-	(RunOutcome)(0),                     // 61: decree.v1.RunOutcome
-	(*Event)(nil),                       // 62: decree.v1.Event
-	(*LogChunk)(nil),                    // 63: decree.v1.LogChunk
-	(*RunInfo)(nil),                     // 64: decree.v1.RunInfo
-	(*RoutineInfo)(nil),                 // 65: decree.v1.RoutineInfo
-	(*timestamppb.Timestamp)(nil),       // 66: google.protobuf.Timestamp
-	(*UsageLimitWait)(nil),              // 67: decree.v1.UsageLimitWait
-	(*Usage)(nil),                       // 68: decree.v1.Usage
+	(*MergeConflict)(nil),               // 45: decree.v1.MergeConflict
+	(*Lane)(nil),                        // 46: decree.v1.Lane
+	(*ReplyRequest)(nil),                // 47: decree.v1.ReplyRequest
+	(*ReplyResponse)(nil),               // 48: decree.v1.ReplyResponse
+	(*ListWaitsRequest)(nil),            // 49: decree.v1.ListWaitsRequest
+	(*ListWaitsResponse)(nil),           // 50: decree.v1.ListWaitsResponse
+	(*Wait)(nil),                        // 51: decree.v1.Wait
+	(*WaitOption)(nil),                  // 52: decree.v1.WaitOption
+	(*CheckRoutinesRequest)(nil),        // 53: decree.v1.CheckRoutinesRequest
+	(*PreCheckResult)(nil),              // 54: decree.v1.PreCheckResult
+	(*CheckRoutinesResponse)(nil),       // 55: decree.v1.CheckRoutinesResponse
+	(*GetDeadLetterStatsRequest)(nil),   // 56: decree.v1.GetDeadLetterStatsRequest
+	(*GetDeadLetterStatsResponse)(nil),  // 57: decree.v1.GetDeadLetterStatsResponse
+	nil,                                 // 58: decree.v1.WorkerInfo.LabelsEntry
+	(*Field)(nil),                       // 59: decree.v1.Field
+	(*MessageInfo)(nil),                 // 60: decree.v1.MessageInfo
+	(MessageState)(0),                   // 61: decree.v1.MessageState
+	(RunOutcome)(0),                     // 62: decree.v1.RunOutcome
+	(*Event)(nil),                       // 63: decree.v1.Event
+	(*LogChunk)(nil),                    // 64: decree.v1.LogChunk
+	(*RunInfo)(nil),                     // 65: decree.v1.RunInfo
+	(*RoutineInfo)(nil),                 // 66: decree.v1.RoutineInfo
+	(*timestamppb.Timestamp)(nil),       // 67: google.protobuf.Timestamp
+	(*UsageLimitWait)(nil),              // 68: decree.v1.UsageLimitWait
+	(*Usage)(nil),                       // 69: decree.v1.Usage
 }
 var file_decree_v1_controller_proto_depIdxs = []int32{
-	58, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
-	59, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
+	59, // 0: decree.v1.SubmitMessageRequest.fields:type_name -> decree.v1.Field
+	60, // 1: decree.v1.SubmitMessageResponse.message:type_name -> decree.v1.MessageInfo
 	1,  // 2: decree.v1.SubmitMessageStreamRequest.header:type_name -> decree.v1.SubmitMessageRequest
-	59, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
-	60, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
-	61, // 5: decree.v1.MessageOutcome.outcome:type_name -> decree.v1.RunOutcome
-	62, // 6: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
-	63, // 7: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
+	60, // 3: decree.v1.SubmitMessageStreamResponse.message:type_name -> decree.v1.MessageInfo
+	61, // 4: decree.v1.MessageOutcome.state:type_name -> decree.v1.MessageState
+	62, // 5: decree.v1.MessageOutcome.outcome:type_name -> decree.v1.RunOutcome
+	63, // 6: decree.v1.WatchMessageResponse.event:type_name -> decree.v1.Event
+	64, // 7: decree.v1.WatchMessageResponse.log:type_name -> decree.v1.LogChunk
 	6,  // 8: decree.v1.WatchMessageResponse.outcome:type_name -> decree.v1.MessageOutcome
 	9,  // 9: decree.v1.ProcessMigrationsResponse.migrations:type_name -> decree.v1.Migration
-	62, // 10: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
-	63, // 11: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
-	60, // 12: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
-	59, // 13: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
-	59, // 14: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
-	64, // 15: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
-	64, // 16: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
-	65, // 17: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
-	59, // 18: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
-	59, // 19: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
-	66, // 20: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
-	66, // 21: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
+	63, // 10: decree.v1.WatchEventsResponse.event:type_name -> decree.v1.Event
+	64, // 11: decree.v1.WatchLogsResponse.chunk:type_name -> decree.v1.LogChunk
+	61, // 12: decree.v1.ListMessagesRequest.states:type_name -> decree.v1.MessageState
+	60, // 13: decree.v1.ListMessagesResponse.messages:type_name -> decree.v1.MessageInfo
+	60, // 14: decree.v1.GetMessageResponse.message:type_name -> decree.v1.MessageInfo
+	65, // 15: decree.v1.ListRunsResponse.runs:type_name -> decree.v1.RunInfo
+	65, // 16: decree.v1.GetRunResponse.run:type_name -> decree.v1.RunInfo
+	66, // 17: decree.v1.ListRoutinesResponse.routines:type_name -> decree.v1.RoutineInfo
+	60, // 18: decree.v1.RequeueMessageResponse.message:type_name -> decree.v1.MessageInfo
+	60, // 19: decree.v1.CancelMessageResponse.message:type_name -> decree.v1.MessageInfo
+	67, // 20: decree.v1.CronEntry.last_run:type_name -> google.protobuf.Timestamp
+	67, // 21: decree.v1.CronEntry.next_run:type_name -> google.protobuf.Timestamp
 	38, // 22: decree.v1.ListCronEntriesResponse.entries:type_name -> decree.v1.CronEntry
-	57, // 23: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
-	66, // 24: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
+	58, // 23: decree.v1.WorkerInfo.labels:type_name -> decree.v1.WorkerInfo.LabelsEntry
+	67, // 24: decree.v1.WorkerInfo.last_heartbeat:type_name -> google.protobuf.Timestamp
 	41, // 25: decree.v1.ListWorkersResponse.workers:type_name -> decree.v1.WorkerInfo
-	59, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
-	67, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
-	59, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
-	68, // 29: decree.v1.GetStatusResponse.running_usage:type_name -> decree.v1.Usage
-	45, // 30: decree.v1.GetStatusResponse.lanes:type_name -> decree.v1.Lane
-	0,  // 31: decree.v1.Lane.state:type_name -> decree.v1.LaneState
-	66, // 32: decree.v1.Lane.opened:type_name -> google.protobuf.Timestamp
-	50, // 33: decree.v1.ReplyResponse.wait:type_name -> decree.v1.Wait
-	50, // 34: decree.v1.ListWaitsResponse.waits:type_name -> decree.v1.Wait
-	51, // 35: decree.v1.Wait.options:type_name -> decree.v1.WaitOption
-	66, // 36: decree.v1.Wait.asked:type_name -> google.protobuf.Timestamp
-	66, // 37: decree.v1.Wait.deadline:type_name -> google.protobuf.Timestamp
-	53, // 38: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
-	66, // 39: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
-	1,  // 40: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
-	3,  // 41: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
-	5,  // 42: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
-	8,  // 43: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
-	11, // 44: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
-	13, // 45: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
-	15, // 46: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
-	17, // 47: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
-	19, // 48: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
-	21, // 49: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
-	23, // 50: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
-	25, // 51: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
-	27, // 52: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
-	29, // 53: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
-	31, // 54: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
-	33, // 55: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
-	35, // 56: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
-	37, // 57: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
-	40, // 58: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
-	43, // 59: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
-	52, // 60: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
-	55, // 61: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
-	46, // 62: decree.v1.ControllerService.Reply:input_type -> decree.v1.ReplyRequest
-	48, // 63: decree.v1.ControllerService.ListWaits:input_type -> decree.v1.ListWaitsRequest
-	2,  // 64: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
-	4,  // 65: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
-	7,  // 66: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
-	10, // 67: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
-	12, // 68: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
-	14, // 69: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
-	16, // 70: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
-	18, // 71: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
-	20, // 72: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
-	22, // 73: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
-	24, // 74: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
-	26, // 75: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
-	28, // 76: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
-	30, // 77: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
-	32, // 78: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
-	34, // 79: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
-	36, // 80: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
-	39, // 81: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
-	42, // 82: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
-	44, // 83: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
-	54, // 84: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
-	56, // 85: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
-	47, // 86: decree.v1.ControllerService.Reply:output_type -> decree.v1.ReplyResponse
-	49, // 87: decree.v1.ControllerService.ListWaits:output_type -> decree.v1.ListWaitsResponse
-	64, // [64:88] is the sub-list for method output_type
-	40, // [40:64] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	60, // 26: decree.v1.GetStatusResponse.running:type_name -> decree.v1.MessageInfo
+	68, // 27: decree.v1.GetStatusResponse.usage_limit_wait:type_name -> decree.v1.UsageLimitWait
+	60, // 28: decree.v1.GetStatusResponse.interrupted:type_name -> decree.v1.MessageInfo
+	69, // 29: decree.v1.GetStatusResponse.running_usage:type_name -> decree.v1.Usage
+	46, // 30: decree.v1.GetStatusResponse.lanes:type_name -> decree.v1.Lane
+	45, // 31: decree.v1.GetStatusResponse.merge_conflicts:type_name -> decree.v1.MergeConflict
+	67, // 32: decree.v1.MergeConflict.time:type_name -> google.protobuf.Timestamp
+	0,  // 33: decree.v1.Lane.state:type_name -> decree.v1.LaneState
+	67, // 34: decree.v1.Lane.opened:type_name -> google.protobuf.Timestamp
+	51, // 35: decree.v1.ReplyResponse.wait:type_name -> decree.v1.Wait
+	51, // 36: decree.v1.ListWaitsResponse.waits:type_name -> decree.v1.Wait
+	52, // 37: decree.v1.Wait.options:type_name -> decree.v1.WaitOption
+	67, // 38: decree.v1.Wait.asked:type_name -> google.protobuf.Timestamp
+	67, // 39: decree.v1.Wait.deadline:type_name -> google.protobuf.Timestamp
+	54, // 40: decree.v1.CheckRoutinesResponse.results:type_name -> decree.v1.PreCheckResult
+	67, // 41: decree.v1.GetDeadLetterStatsResponse.oldest_time:type_name -> google.protobuf.Timestamp
+	1,  // 42: decree.v1.ControllerService.SubmitMessage:input_type -> decree.v1.SubmitMessageRequest
+	3,  // 43: decree.v1.ControllerService.SubmitMessageStream:input_type -> decree.v1.SubmitMessageStreamRequest
+	5,  // 44: decree.v1.ControllerService.WatchMessage:input_type -> decree.v1.WatchMessageRequest
+	8,  // 45: decree.v1.ControllerService.ProcessMigrations:input_type -> decree.v1.ProcessMigrationsRequest
+	11, // 46: decree.v1.ControllerService.WatchEvents:input_type -> decree.v1.WatchEventsRequest
+	13, // 47: decree.v1.ControllerService.WatchLogs:input_type -> decree.v1.WatchLogsRequest
+	15, // 48: decree.v1.ControllerService.ListMessages:input_type -> decree.v1.ListMessagesRequest
+	17, // 49: decree.v1.ControllerService.GetMessage:input_type -> decree.v1.GetMessageRequest
+	19, // 50: decree.v1.ControllerService.GetMessageBody:input_type -> decree.v1.GetMessageBodyRequest
+	21, // 51: decree.v1.ControllerService.ListRuns:input_type -> decree.v1.ListRunsRequest
+	23, // 52: decree.v1.ControllerService.GetRun:input_type -> decree.v1.GetRunRequest
+	25, // 53: decree.v1.ControllerService.GetArtifact:input_type -> decree.v1.GetArtifactRequest
+	27, // 54: decree.v1.ControllerService.ListRoutines:input_type -> decree.v1.ListRoutinesRequest
+	29, // 55: decree.v1.ControllerService.SyncRoutines:input_type -> decree.v1.SyncRoutinesRequest
+	31, // 56: decree.v1.ControllerService.RequeueMessage:input_type -> decree.v1.RequeueMessageRequest
+	33, // 57: decree.v1.ControllerService.CancelMessage:input_type -> decree.v1.CancelMessageRequest
+	35, // 58: decree.v1.ControllerService.RevertMessage:input_type -> decree.v1.RevertMessageRequest
+	37, // 59: decree.v1.ControllerService.ListCronEntries:input_type -> decree.v1.ListCronEntriesRequest
+	40, // 60: decree.v1.ControllerService.ListWorkers:input_type -> decree.v1.ListWorkersRequest
+	43, // 61: decree.v1.ControllerService.GetStatus:input_type -> decree.v1.GetStatusRequest
+	53, // 62: decree.v1.ControllerService.CheckRoutines:input_type -> decree.v1.CheckRoutinesRequest
+	56, // 63: decree.v1.ControllerService.GetDeadLetterStats:input_type -> decree.v1.GetDeadLetterStatsRequest
+	47, // 64: decree.v1.ControllerService.Reply:input_type -> decree.v1.ReplyRequest
+	49, // 65: decree.v1.ControllerService.ListWaits:input_type -> decree.v1.ListWaitsRequest
+	2,  // 66: decree.v1.ControllerService.SubmitMessage:output_type -> decree.v1.SubmitMessageResponse
+	4,  // 67: decree.v1.ControllerService.SubmitMessageStream:output_type -> decree.v1.SubmitMessageStreamResponse
+	7,  // 68: decree.v1.ControllerService.WatchMessage:output_type -> decree.v1.WatchMessageResponse
+	10, // 69: decree.v1.ControllerService.ProcessMigrations:output_type -> decree.v1.ProcessMigrationsResponse
+	12, // 70: decree.v1.ControllerService.WatchEvents:output_type -> decree.v1.WatchEventsResponse
+	14, // 71: decree.v1.ControllerService.WatchLogs:output_type -> decree.v1.WatchLogsResponse
+	16, // 72: decree.v1.ControllerService.ListMessages:output_type -> decree.v1.ListMessagesResponse
+	18, // 73: decree.v1.ControllerService.GetMessage:output_type -> decree.v1.GetMessageResponse
+	20, // 74: decree.v1.ControllerService.GetMessageBody:output_type -> decree.v1.GetMessageBodyResponse
+	22, // 75: decree.v1.ControllerService.ListRuns:output_type -> decree.v1.ListRunsResponse
+	24, // 76: decree.v1.ControllerService.GetRun:output_type -> decree.v1.GetRunResponse
+	26, // 77: decree.v1.ControllerService.GetArtifact:output_type -> decree.v1.GetArtifactResponse
+	28, // 78: decree.v1.ControllerService.ListRoutines:output_type -> decree.v1.ListRoutinesResponse
+	30, // 79: decree.v1.ControllerService.SyncRoutines:output_type -> decree.v1.SyncRoutinesResponse
+	32, // 80: decree.v1.ControllerService.RequeueMessage:output_type -> decree.v1.RequeueMessageResponse
+	34, // 81: decree.v1.ControllerService.CancelMessage:output_type -> decree.v1.CancelMessageResponse
+	36, // 82: decree.v1.ControllerService.RevertMessage:output_type -> decree.v1.RevertMessageResponse
+	39, // 83: decree.v1.ControllerService.ListCronEntries:output_type -> decree.v1.ListCronEntriesResponse
+	42, // 84: decree.v1.ControllerService.ListWorkers:output_type -> decree.v1.ListWorkersResponse
+	44, // 85: decree.v1.ControllerService.GetStatus:output_type -> decree.v1.GetStatusResponse
+	55, // 86: decree.v1.ControllerService.CheckRoutines:output_type -> decree.v1.CheckRoutinesResponse
+	57, // 87: decree.v1.ControllerService.GetDeadLetterStats:output_type -> decree.v1.GetDeadLetterStatsResponse
+	48, // 88: decree.v1.ControllerService.Reply:output_type -> decree.v1.ReplyResponse
+	50, // 89: decree.v1.ControllerService.ListWaits:output_type -> decree.v1.ListWaitsResponse
+	66, // [66:90] is the sub-list for method output_type
+	42, // [42:66] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_decree_v1_controller_proto_init() }
@@ -4162,7 +4257,7 @@ func file_decree_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_decree_v1_controller_proto_rawDesc), len(file_decree_v1_controller_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
