@@ -315,3 +315,61 @@ func eventTimes(t *testing.T, p *project, kind string) map[string]time.Time {
 	}
 	return out
 }
+
+// TestParallelLaneHoldsItsWorkerFromTheStart: a lane's worker is its own
+// from the chain's first assignment. With one worker r1, chains a and b
+// both wait to start; the one r1 took (X) finishes its first message, and
+// its second must run next on r1 while the other chain (Y) waits for a
+// second worker, r2, which then takes it. A lane that reserved its worker
+// only once its first result came back lets Y's first message slip onto
+// r1 in between; X's next message then waits on r1 (reserved, alive, busy)
+// for as long as Y's message runs, with r2 idle.
+func TestParallelLaneHoldsItsWorkerFromTheStart(t *testing.T) {
+	t.Parallel()
+	e := newLanes(t, 2, 1, "")
+	p := e.p
+	p.write(".decree/inbox/a.md", "file=a gate=a\n")
+	p.write(".decree/inbox/b.md", "file=b gate=b\n")
+	var x, y string
+	testtool.WaitFor(t, 60*time.Second, "a chain to start on r1", func() bool {
+		switch {
+		case e.started(t, "a", 0) != "":
+			x, y = "a", "b"
+		case e.started(t, "b", 0) != "":
+			x, y = "b", "a"
+		}
+		return x != ""
+	})
+	e.open(t, x, 0)
+	testtool.WaitFor(t, 60*time.Second, x+"'s first message to end", func() bool {
+		return e.ends(t)[e.started(t, x, 0)] == 1
+	})
+	e.startWorker(t, "r2")
+	testtool.WaitFor(t, 30*time.Second, x+"'s second message to start while "+y+" waits at its gate", func() bool {
+		return e.started(t, x, 1) != ""
+	})
+	testtool.WaitFor(t, 30*time.Second, y+"'s first message to start on r2", func() bool {
+		return e.started(t, y, 0) != ""
+	})
+	e.open(t, y, 0)
+	e.waitIdle(t, 6)
+	e.exactlyOnce(t, 6)
+	for _, n := range []string{"a", "b"} {
+		id := e.started(t, n, 0)
+		chain := chainOf(id)
+		workers := map[string]bool{}
+		for seq := 0; seq < 3; seq++ {
+			rec := readJSON(t, p.path(".decree/runs/"+chain+"-"+strconv.Itoa(seq)+"/run.json"))
+			for _, a := range rec["attempt_details"].([]any) {
+				workers[a.(map[string]any)["worker_id"].(string)] = true
+			}
+		}
+		want := "r1"
+		if n == y {
+			want = "r2"
+		}
+		if len(workers) != 1 || !workers[want] {
+			t.Errorf("chain %s (%s) ran on %v, want only %s", n, chain, workers, want)
+		}
+	}
+}

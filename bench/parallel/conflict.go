@@ -97,7 +97,7 @@ func (p params) conflictScenario() error {
 		return fmt.Errorf("out/c1.txt holds %v, want only the requeued run's id (nothing of B's conflicting run applied)", got)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, ".decree", "runs", "2026010100000001-0", "changes.diff")); err != nil {
-		return fmt.Errorf("B's change is not kept in its run directory: %w", err)
+		return fmt.Errorf("the change of chain B is not kept in its run directory: %w", err)
 	}
 	fmt.Println("  result: B conflicted, nothing of it was applied, its requeued run merged: OK")
 	return nil
