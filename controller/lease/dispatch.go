@@ -106,6 +106,19 @@ func (m *Manager) assignLocked() {
 		l.timer = m.clock.AfterFunc(m.opts.LeaseTTL, func() { m.expire(l) })
 		s.current = l
 		s.lastGiven = now
+		if lane := l.req.Lane; lane != "" {
+			// The lane keeps this worker from its first assignment on
+			// (affinity.go), before any other lane's work can take it.
+			if m.reserved == nil {
+				m.reserved = map[string]string{}
+			}
+			for w, ln := range m.reserved {
+				if ln == lane {
+					delete(m.reserved, w)
+				}
+			}
+			m.reserved[s.req.GetWorkerId()] = lane
+		}
 		s.outbox = append(s.outbox, l)
 		given = true
 		broadcast(&s.changed)

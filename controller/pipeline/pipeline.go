@@ -370,6 +370,17 @@ func (p *Pipeline) Running() (id, routineName string, attempt int, ok bool) {
 	return r.id, r.routine, r.attempt, true
 }
 
+// RunningIDs lists every message being processed now (one per lane).
+func (p *Pipeline) RunningIDs() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]bool, len(p.running))
+	for id := range p.running {
+		out[id] = true
+	}
+	return out
+}
+
 // firstRunningLocked is the running message that started first.
 func (p *Pipeline) firstRunningLocked() *running {
 	var first *running

@@ -92,8 +92,17 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 			resp.Queued--
 		}
 	}
+	all := s.d.Pipeline.RunningIDs()
+	for id := range all {
+		if id == running {
+			continue
+		}
+		if v, ok := s.d.Store.QueuedView(id); ok && v.ID == id {
+			resp.Queued--
+		}
+	}
 	for _, v := range sum.Interrupted {
-		if busy && v.ID == running {
+		if all[v.ID] {
 			continue
 		}
 		resp.Interrupted = append(resp.Interrupted, messageInfo(v))
