@@ -171,6 +171,7 @@ func TestParallelConflictRequeueThenSuccess(t *testing.T) {
 	if got := p.messages(".decree/inbox/dead"); len(got) != 0 {
 		t.Errorf("dead = %v", got)
 	}
+	e.mergeOrderTree(t, initialTree)
 }
 
 func ids(chain string) string {
@@ -211,6 +212,7 @@ func TestParallelDoubleConflictDeadLetters(t *testing.T) {
 	if p.exists("out/y.txt") {
 		t.Error("a chain that never merged left files in the project tree")
 	}
+	e.mergeOrderTree(t, initialTree)
 	// status lists both conflicts: the requeue and the dead letter.
 	r := p.ctl("", "status")
 	mustCode(t, r, 0)
@@ -304,6 +306,7 @@ func TestParallelWorkerKilledMidChain(t *testing.T) {
 	if got := p.read("out/k.txt"); got != ids(k) {
 		t.Errorf("out/k.txt = %q, want %q", got, ids(k))
 	}
+	e.mergeOrderTree(t, initialTree)
 }
 
 // laneWorker is the worker lane chain runs on, from status.
@@ -405,6 +408,7 @@ func TestParallelControllerKilledMidMerge(t *testing.T) {
 					}
 				}
 			}
+			e.mergeOrderTree(t, initialTree)
 		})
 	}
 }

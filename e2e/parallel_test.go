@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -82,7 +83,7 @@ func newLanesWith(t *testing.T, n, w int, extraCfg string, routines map[string]s
 	for name, body := range routines {
 		p.routine(name, "", body)
 	}
-	p.write("shared.txt", "line one\nline two\nline three\n")
+	p.write("shared.txt", initialTree["shared.txt"])
 	e := &lanesEnv{p: p, ledger: ledger}
 	e.ctrl = startController(t, p)
 	for k := 1; k <= w; k++ {
@@ -179,6 +180,7 @@ func TestParallelCleanRun(t *testing.T) {
 	if got := p.messages(".decree/inbox/dead"); len(got) != 0 {
 		t.Errorf("dead = %v", got)
 	}
+	e.mergeOrderTree(t, initialTree)
 	// Each message records its lane; the chain's merge is recorded too, in
 	// a merge order without gaps or repeats.
 	orders := map[float64]string{}
@@ -278,3 +280,66 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// mergeOrderTree checks the project tree against an oracle: the initial
+// tree with every merged chain's messages' changes.diff applied by
+// `git apply`, chain after chain in the merge order of merges.jsonl.
+// Chains whose merge conflicted contribute nothing.
+func (e *lanesEnv) mergeOrderTree(t *testing.T, initial map[string]string) {
+	t.Helper()
+	testtool.Require(t, "git")
+	dir := t.TempDir()
+	for path, body := range initial {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var merges []struct {
+		Order int    `json:"order"`
+		Chain string `json:"chain"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(e.p.read(".decree/lanes/merges.jsonl")), "\n") {
+		var m struct {
+			Order int    `json:"order"`
+			Chain string `json:"chain"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("merges.jsonl: %v", err)
+		}
+		merges = append(merges, m)
+	}
+	sort.Slice(merges, func(i, j int) bool { return merges[i].Order < merges[j].Order })
+	for _, m := range merges {
+		for seq := 0; e.p.exists(fmt.Sprintf(".decree/runs/%s-%d/run.json", m.Chain, seq)); seq++ {
+			diff := e.p.path(fmt.Sprintf(".decree/runs/%s-%d/changes.diff", m.Chain, seq))
+			if fi, err := os.Stat(diff); err != nil || fi.Size() == 0 {
+				continue
+			}
+			cmd := exec.Command("git", "apply", "--unsafe-paths", diff)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git apply of %s-%d (merge %d): %v\n%s", m.Chain, seq, m.Order, err, out)
+			}
+		}
+	}
+	want := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		b, err := os.ReadFile(path)
+		want[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.p.sameTree(want)
+}
+
+// initialTree is the project tree every lanes test starts from.
+var initialTree = map[string]string{"shared.txt": "line one\nline two\nline three\n"}
