@@ -524,3 +524,49 @@ func TestParallelWatchMessageEndsWithMerge(t *testing.T) {
 		t.Errorf("watch = %s, outcome %v; want it to end with MESSAGE_DONE CHAIN_MERGED and an outcome", got, outcome)
 	}
 }
+
+// TestParallelControllerKilledMidChain: the controller dies with SIGKILL
+// while two lanes each run their second message. After a restart both
+// lanes resume from their last finished message: the interrupted
+// attempts run again (their first try never ends), nothing else runs
+// twice, and both chains merge.
+func TestParallelControllerKilledMidChain(t *testing.T) {
+	t.Parallel()
+	e := newLanes(t, 2, 2, "")
+	p := e.p
+	p.write(".decree/inbox/a.md", "file=a gate=a gateseq=1\n")
+	p.write(".decree/inbox/b.md", "file=b gate=b gateseq=1\n")
+	testtool.WaitFor(t, 60*time.Second, "both second messages to start", func() bool {
+		return e.started(t, "a", 1) != "" && e.started(t, "b", 1) != ""
+	})
+	a, b := chainOf(e.started(t, "a", 1)), chainOf(e.started(t, "b", 1))
+	e.ctrl.Signal(syscall.SIGKILL)
+	<-e.ctrl.Done()
+	e.ctrl = startController(t, p)
+	// The attempts the dead controller gave out are fenced (their
+	// routines killed) before they run again: only then the gates open.
+	testtool.WaitFor(t, 90*time.Second, "both second messages to run again", func() bool {
+		r := e.ledgerRuns(t)
+		return r[a+"-1"] == 2 && r[b+"-1"] == 2
+	})
+	e.open(t, "a", 0)
+	e.open(t, "b", 0)
+	e.waitIdle(t, 6)
+	runs, ends := e.ledgerRuns(t), e.ends(t)
+	for _, c := range []string{a, b} {
+		for s := 0; s < 3; s++ {
+			id := fmt.Sprintf("%s-%d", c, s)
+			starts := 1
+			if s == 1 {
+				starts = 2
+			}
+			if runs[id] != starts || ends[id] != 1 {
+				t.Errorf("%s started %d and ended %d times, want %d and 1:\n%s", id, runs[id], ends[id], starts, readFile(t, e.ledger))
+			}
+		}
+		if m := e.mergeOf(t, c+"-2"); m == nil || m["result"] != "merged" {
+			t.Errorf("merge of %s = %v", c, m)
+		}
+	}
+	e.mergeOrderTree(t, initialTree)
+}

@@ -31,6 +31,8 @@ tests=(
   TestParallelDoubleConflictDeadLetters
   TestParallelWorkerKilledMidChain
   TestParallelControllerKilledMidMerge
+  TestParallelControllerKilledMidChain
+  TestParallelLaneHoldsItsWorkerFromTheStart
   TestParallelDiskFullDuringMerge
 )
 pattern="^($(IFS='|'; echo "${tests[*]}"))\$"
