@@ -570,3 +570,73 @@ func TestParallelControllerKilledMidChain(t *testing.T) {
 	}
 	e.mergeOrderTree(t, initialTree)
 }
+
+// TestParallelControllerKilledWhileCollecting: the controller dies with
+// SIGKILL just after a lane's worker's follow-up entered the shared outbox
+// (DECREE_FAULT=lane-delivered). After a restart that follow-up belongs
+// to the interrupted attempt alone: it is discarded with it (the attempt
+// runs again and queues its own), no other chain takes it, and every
+// chain ends with exactly its three messages.
+func TestParallelControllerKilledWhileCollecting(t *testing.T) {
+	t.Parallel()
+	testtool.Require(t, "bash")
+	p := newProject(t, binary, baseConfig+"parallel: 2\n")
+	ledger := filepath.Join(t.TempDir(), "ledger.txt")
+	if err := os.WriteFile(ledger, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.routine("develop", "", strings.ReplaceAll(laneRoutine, "$LEDGER", ledger))
+	p.write("shared.txt", initialTree["shared.txt"])
+	e := &lanesEnv{p: p, ledger: ledger}
+	cmd := exec.Command(bin(t, "decree-controller"), "--project", p.dir)
+	cmd.Dir = p.dir
+	cmd.Env = append(os.Environ(), "DECREE_CONTROLLER=", "DECREE_FAULT=lane-delivered")
+	ctrl := testtool.Start(t, "decree-controller", cmd)
+	testtool.WaitFor(t, 20*time.Second, "the controller's socket", func() bool { return socketLive(p.path(".decree/decree.sock")) })
+	e.startWorker(t, "r1")
+	e.startWorker(t, "r2")
+	e.waitWorkers(t, 2)
+	p.write(".decree/inbox/a.md", "file=a\n")
+	select {
+	case <-ctrl.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the controller did not die in the collection")
+	}
+	if !p.exists(".decree/lanes/collecting") || len(p.messages(".decree/outbox")) != 1 {
+		t.Fatalf("after the kill: marker %v, outbox %v; want the marker and one follow-up", p.exists(".decree/lanes/collecting"), p.messages(".decree/outbox"))
+	}
+	crashed := strings.TrimSpace(p.read(".decree/lanes/collecting"))
+	e.ctrl = startController(t, p)
+	p.write(".decree/inbox/b.md", "file=b\n")
+	e.waitIdle(t, 6)
+	if p.exists(".decree/lanes/collecting") {
+		t.Error("the collection marker outlived the restart")
+	}
+	done := p.runs()
+	perChain := map[string]int{}
+	for _, id := range done {
+		perChain[chainOf(id)]++
+	}
+	if len(done) != 6 || len(perChain) != 2 || len(p.messages(".decree/inbox/done")) != 6 {
+		t.Fatalf("runs = %v, done = %v, want two chains of three", done, p.messages(".decree/inbox/done"))
+	}
+	for c, n := range perChain {
+		if n != 3 {
+			t.Errorf("chain %s has %d messages done, want 3: %v", c, n, done)
+		}
+	}
+	if got := p.list(".decree/runs/" + crashed + "/discarded-followups/try-001"); len(got) != 1 {
+		t.Errorf("the interrupted attempt's follow-up: discarded %v, want one file", got)
+	}
+	runs, ends := e.ledgerRuns(t), e.ends(t)
+	for id, n := range runs {
+		want := 1
+		if id == crashed {
+			want = 2 // its attempt was under way when the controller died
+		}
+		if n != want || ends[id] != want {
+			t.Errorf("%s started %d and ended %d times, want %d", id, n, ends[id], want)
+		}
+	}
+	e.mergeOrderTree(t, initialTree)
+}

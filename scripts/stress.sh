@@ -34,6 +34,7 @@ tests=(
   TestParallelControllerKilledMidChain
   TestParallelLaneHoldsItsWorkerFromTheStart
   TestParallelDiskFullDuringMerge
+  TestParallelControllerKilledWhileCollecting
 )
 pattern="^($(IFS='|'; echo "${tests[*]}"))\$"
 hogs=()

@@ -15,6 +15,7 @@ import (
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/controller/msgstate"
 	"github.com/decreehq/decree/controller/store"
+	"github.com/decreehq/decree/internal/faultpoint"
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/routine"
@@ -105,10 +106,15 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) error {
 			return err
 		}
 		defer st.ReleaseSnapshot()
+		if err := p.markCollecting(e.ID); err != nil {
+			return err
+		}
+		defer p.unmarkCollecting()
 		if err := p.deliverLaneFiles(ctx, &e, run, workerID, m.laneFiles); err != nil {
 			p.warn(ctx, e.ID, err.Error())
 		}
 		m.laneFiles = nil
+		faultpoint.Hit("lane-delivered")
 	}
 	end.res.OK = end.exitCode == 0 && end.errText == ""
 	// An attempt that printed nothing still has its (empty) log.
@@ -285,6 +291,7 @@ func runFiles(run *store.Run, extra ...string) []lease.File {
 func (p *Pipeline) discardFollowUps(run *store.Run, before store.InboxSnapshot, n int) {
 	dst := filepath.Join(run.Dir(), layout.DiscardedDir(n))
 	p.moveFollowUps(run, before, dst, dst)
+	moveHeldOutbox(run, dst)
 }
 
 // moveFollowUps moves the follow-ups an attempt wrote into the inbox (new

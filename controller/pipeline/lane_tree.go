@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/decreehq/decree/controller/events"
@@ -11,6 +13,8 @@ import (
 	"github.com/decreehq/decree/controller/replica"
 	"github.com/decreehq/decree/controller/store"
 	"github.com/decreehq/decree/pkg/checkpoint"
+	"github.com/decreehq/decree/pkg/fsutil"
+	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
 	"github.com/decreehq/decree/pkg/wiremanifest"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -181,4 +185,78 @@ func (p *Pipeline) laneCollecting(m *msg) func() {
 	}
 	p.collectMu.Lock()
 	return p.collectMu.Unlock
+}
+
+// The collection marker.
+//
+// Inside collectMu a lane's returned follow-ups may sit in the shared
+// .decree/outbox/ for a moment. A controller killed then leaves them
+// there, and after a restart the first lane to collect would take them as
+// its own. So the section is marked (.decree/lanes/collecting, naming the
+// message) and, at the next start, outbox files found under a marker are
+// moved to that message's run directory (outbox-held/): its collection
+// puts them back into the outbox first, and a lost attempt discards them
+// with the rest of its follow-ups.
+
+const (
+	collectingFile = "collecting"
+	heldOutboxDir  = "outbox-held"
+)
+
+func (p *Pipeline) markCollecting(id string) error {
+	if err := os.MkdirAll(p.lanesRoot(), 0o755); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(p.lanesRoot(), collectingFile), []byte(id+"\n"), 0o644); err != nil {
+		return fmt.Errorf("mark the collection of %s: %w", id, err)
+	}
+	return nil
+}
+
+func (p *Pipeline) unmarkCollecting() {
+	_ = os.Remove(filepath.Join(p.lanesRoot(), collectingFile))
+}
+
+// adoptOrphanOutbox gives the outbox files a crash left inside a lane's
+// collection to the message named by the marker (see above).
+func (p *Pipeline) adoptOrphanOutbox() {
+	data, err := os.ReadFile(filepath.Join(p.lanesRoot(), collectingFile))
+	if err != nil {
+		return
+	}
+	id := strings.TrimSpace(string(data))
+	run, err := p.d.Store.OpenRun(id)
+	if err == nil {
+		dst := filepath.Join(run.Dir(), heldOutboxDir)
+		if err := moveMessageFiles(layout.Path(p.d.Store.Root(), layout.Outbox), dst); err != nil {
+			p.log.Error("keep the outbox of an interrupted collection", "message", id, "err", err)
+			return
+		}
+	}
+	p.unmarkCollecting()
+}
+
+// moveHeldOutbox moves run's held outbox files into dir.
+func moveHeldOutbox(run *store.Run, dir string) {
+	_ = moveMessageFiles(filepath.Join(run.Dir(), heldOutboxDir), dir)
+}
+
+// moveMessageFiles moves the message files of src into dst.
+func moveMessageFiles(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return nil
+	}
+	for _, de := range ents {
+		if de.IsDir() || !layout.IsMessageFile(de.Name()) {
+			continue
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(src, de.Name()), filepath.Join(dst, de.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -252,6 +252,7 @@ func (p *Pipeline) resumeLanes(ctx context.Context, ls []*lane) {
 
 // loadLanesAtStart registers the lanes on disk before anything runs.
 func (p *Pipeline) loadLanesAtStart() []*lane {
+	p.adoptOrphanOutbox()
 	ls, err := p.loadLanes()
 	if err != nil {
 		p.log.Error("parallel lanes not resumed", "err", err)

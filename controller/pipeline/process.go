@@ -163,6 +163,7 @@ func (p *Pipeline) perform(ctx, runCtx context.Context, m *msg, v msgstate.Msg, 
 		return p.reject(ctx, m)
 	case msgstate.StepCollect:
 		defer p.laneCollecting(m)()
+		moveHeldOutbox(m.run, layout.Path(p.d.Store.Root(), layout.Outbox))
 		if v.State == msgstate.Waiting { // approved: its follow-ups come back first (wait.go)
 			return p.collectApproved(ctx, m)
 		}
