@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -59,10 +60,34 @@ func (c *Checkpointer) Snapshot(ctx context.Context, root string) (*Manifest, er
 	return c.snapshot(ctx, root, true)
 }
 
-// snapshot walks root. With store unset it only hashes: nothing is added to
-// the store, and the stat cache is used but not updated (a cache entry
-// promises that its blob is stored).
+// snapshot takes root's manifest: from the watched state when a watcher
+// serves root (see Serve), else by walking the tree.
 func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*Manifest, error) {
+	if ws := c.watching(root); ws != nil {
+		m, err := c.watchedSnapshot(ctx, ws)
+		if err == nil || !errors.Is(err, errWatchFailed) {
+			return m, err
+		}
+		c.log.Warn("checkpoint: the file watcher stopped; every snapshot walks the tree", "root", ws.root, "err", err)
+	}
+	return c.walkSnapshot(ctx, root, store, nil)
+}
+
+// walkHooks let a full walk prime a watched state: every directory is
+// watched before it is read, and the rules and stat data of everything
+// found are kept.
+type walkHooks struct {
+	enter   func(dir string) error
+	visited func(dir string, rules *ignore.Rules)
+	keys    map[string]statKey  // regular files' stat data
+	racy    map[string]struct{} // files hashed while racily clean
+}
+
+// walkSnapshot walks root. With store unset it only hashes: nothing is
+// added to the store, and the stat cache is used but not updated (a cache
+// entry promises that its blob is stored). With h set, h's callbacks see
+// every directory and h receives every file's stat data.
+func (c *Checkpointer) walkSnapshot(ctx context.Context, root string, store bool, h *walkHooks) (*Manifest, error) {
 	fi, err := os.Stat(root)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: project root: %w", err)
@@ -126,6 +151,12 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		m.Files[r.rel] = r.entry
 		if r.kind != symlink {
 			m.setPerm(r.rel, r.entry.Mode, fs.FileMode(r.key.mode))
+			if h != nil {
+				h.keys[r.rel] = r.key
+				if r.kind == hashed && r.key.mtime >= stamp {
+					h.racy[r.rel] = struct{}{}
+				}
+			}
 		}
 		switch r.kind {
 		case cacheHit:
@@ -167,7 +198,11 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 			}
 		}()
 	}
-	walkErr := ignore.WalkConcurrent(ctx, root, c.workers, func(batch []ignore.File) error {
+	var topts ignore.TreeOptions
+	if h != nil {
+		topts.Enter, topts.Visited = h.enter, h.visited
+	}
+	walkErr := ignore.WalkTree(ctx, root, c.workers, topts, func(batch []ignore.File) error {
 		<-cacheReady
 		dp := resultsPool.Get().(*[]hashResult)
 		done := (*dp)[:0]
@@ -220,6 +255,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		m.Files = map[string]Entry{}
 	}
 	st.Files = len(m.Files)
+	st.Walked = true
 	if !store {
 		return m, nil
 	}
