@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,8 @@ type hashResult struct {
 
 // Snapshot walks root and returns its manifest, storing the content of every
 // file not yet in the store. Unchanged files (same stat data as in the stat
-// cache) are not read.
+// cache) are not read. The manifest must not be modified: for a root
+// served by Serve it is shared with later snapshots until the tree changes.
 func (c *Checkpointer) Snapshot(ctx context.Context, root string) (*Manifest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -372,6 +374,20 @@ func HashFile(path string) (string, int64, error) {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// withTracked returns tree, or a copy of it with the paths addTracked
+// adds when something of tracked is missing from it (deleted, or hidden
+// by an ignore rule): tree itself is never modified (a watched snapshot
+// shares it).
+func (c *Checkpointer) withTracked(root string, tracked, tree *Manifest, store bool) (*Manifest, error) {
+	for p := range tracked.Files {
+		if _, ok := tree.Files[p]; !ok {
+			after := &Manifest{Files: maps.Clone(tree.Files), Perms: maps.Clone(tree.Perms), ExactPerms: tree.ExactPerms}
+			return after, c.addTracked(root, tracked, after, store)
+		}
+	}
+	return tree, nil
 }
 
 // addTracked adds to m every path of tracked that m lacks but that still

@@ -84,6 +84,12 @@ type watchState struct {
 	racy   map[string]struct{}
 	dirs   map[string]*ignore.Rules // tracked directories -> their rules
 	dirty  bool                     // the saved stat cache is behind keys
+	// shared says m has been handed out: it is never modified again, the
+	// next change works on a copy (copy on write).
+	shared bool
+	// added and removed are the paths that entered or left m since it
+	// was last handed out, to keep m.order sorted without a sort.
+	added, removed map[string]struct{}
 }
 
 // watching returns the state serving root, or nil. Called with c.mu held.
@@ -160,8 +166,54 @@ func (c *Checkpointer) watchedSnapshot(ctx context.Context, ws *watchState) (*Ma
 	return ws.manifest(), nil
 }
 
+// manifest hands out m, which is not modified afterwards (see shared),
+// with its paths in order.
 func (ws *watchState) manifest() *Manifest {
-	return &Manifest{Files: maps.Clone(ws.m.Files), Perms: maps.Clone(ws.m.Perms), ExactPerms: true}
+	m := ws.m
+	if m.order == nil || len(ws.added) > 0 || len(ws.removed) > 0 {
+		m.order = mergeOrder(m.order, ws.added, ws.removed, m)
+	}
+	ws.added, ws.removed = nil, nil
+	ws.shared = true
+	return m
+}
+
+// own makes m safe to modify: a copy if it has been handed out.
+func (ws *watchState) own() {
+	if !ws.shared {
+		return
+	}
+	ws.m = &Manifest{Files: maps.Clone(ws.m.Files), Perms: maps.Clone(ws.m.Perms), ExactPerms: true, order: ws.m.order}
+	ws.shared = false
+}
+
+// mergeOrder returns the sorted paths of m from order (those of m before
+// the changes) and the paths added and removed since; a nil order is
+// sorted afresh.
+func mergeOrder(order []string, added, removed map[string]struct{}, m *Manifest) []string {
+	if order == nil {
+		return m.sortedPaths()
+	}
+	add := make([]string, 0, len(added))
+	for p := range added {
+		add = append(add, p)
+	}
+	sort.Strings(add)
+	out := make([]string, 0, len(m.Files))
+	for _, p := range order {
+		for len(add) > 0 && add[0] < p {
+			out = append(out, add[0])
+			add = add[1:]
+		}
+		if _, gone := removed[p]; !gone {
+			out = append(out, p)
+		}
+	}
+	out = append(out, add...)
+	if len(out) != len(m.Files) {
+		return m.sortedPaths() // never expected; stay correct
+	}
+	return out
 }
 
 // prime walks the whole tree, watching every directory before reading it.
@@ -194,6 +246,7 @@ func (c *Checkpointer) prime(ctx context.Context, ws *watchState) error {
 		return err
 	}
 	ws.m, ws.keys, ws.racy, ws.dirs, ws.dirty = m, h.keys, h.racy, dirs, false
+	ws.shared, ws.added, ws.removed = false, nil, nil
 	return nil
 }
 
@@ -476,6 +529,8 @@ func (u *updater) rescan(ctx context.Context, d string) error {
 
 // put records a regular file. Called with the updater's lock held.
 func (ws *watchState) put(rel string, e Entry, key statKey) {
+	ws.own()
+	ws.note(rel)
 	ws.m.Files[rel] = e
 	ws.m.setPerm(rel, e.Mode, fs.FileMode(key.mode))
 	ws.keys[rel] = key
@@ -486,6 +541,8 @@ func (ws *watchState) put(rel string, e Entry, key statKey) {
 // putLink records a symlink.
 func (ws *watchState) putLink(rel, target string) {
 	sum := sha256.Sum256([]byte(target))
+	ws.own()
+	ws.note(rel)
 	ws.m.Files[rel] = Entry{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(target)), Mode: ModeSymlink, Link: target}
 	ws.m.setPerm(rel, ModeSymlink, 0)
 	delete(ws.keys, rel)
@@ -497,6 +554,8 @@ func (ws *watchState) putLink(rel, target string) {
 // stops watching what was below).
 func (ws *watchState) drop(p string) {
 	if _, ok := ws.m.Files[p]; ok {
+		ws.own()
+		ws.forget(p)
 		delete(ws.m.Files, p)
 		delete(ws.m.Perms, p)
 		delete(ws.keys, p)
@@ -512,6 +571,8 @@ func (ws *watchState) drop(p string) {
 	}
 	for f := range ws.m.Files {
 		if strings.HasPrefix(f, prefix) {
+			ws.own()
+			ws.forget(f)
 			delete(ws.m.Files, f)
 			delete(ws.m.Perms, f)
 			delete(ws.keys, f)
@@ -524,6 +585,33 @@ func (ws *watchState) drop(p string) {
 			delete(ws.dirs, d)
 		}
 	}
+}
+
+// note records that rel is about to be in m (it may be already).
+func (ws *watchState) note(rel string) {
+	if _, ok := ws.m.Files[rel]; ok {
+		return
+	}
+	if _, ok := ws.removed[rel]; ok {
+		delete(ws.removed, rel)
+		return
+	}
+	if ws.added == nil {
+		ws.added = map[string]struct{}{}
+	}
+	ws.added[rel] = struct{}{}
+}
+
+// forget records that rel, in m, is about to leave it.
+func (ws *watchState) forget(rel string) {
+	if _, ok := ws.added[rel]; ok {
+		delete(ws.added, rel)
+		return
+	}
+	if ws.removed == nil {
+		ws.removed = map[string]struct{}{}
+	}
+	ws.removed[rel] = struct{}{}
 }
 
 // subdirs lists d and the tracked directories below it.

@@ -71,6 +71,15 @@ func checkWatched(t *testing.T, cp *Checkpointer, root string, walked bool) *Man
 	if !got.Equal(want) || fmt.Sprint(got.Perms) != fmt.Sprint(want.Perms) {
 		t.Fatalf("watched snapshot differs from a walk\n got: %v %v\nwant: %v %v", got.Files, got.Perms, want.Files, want.Perms)
 	}
+	// The watched manifest's paths are kept in order without a sort.
+	gotJSON, err := MarshalManifest(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, _ := MarshalManifest(want)
+	if !bytes.Equal(gotJSON, wantJSON) || (!walked && !got.orderValid()) {
+		t.Fatalf("manifest.json of the watched snapshot differs (order kept: %v)\n got: %s\nwant: %s", got.orderValid(), gotJSON, wantJSON)
+	}
 	return got
 }
 
@@ -512,5 +521,28 @@ func TestWatchChild(t *testing.T) {
 			how = "walked"
 		}
 		fmt.Printf("SNAP %s %s\n", m.Files["src/a.txt"].SHA256, how)
+	}
+}
+
+// TestManifestOrderChecked: a kept path order is used only while it
+// matches the manifest, so a manifest changed by its holder still
+// marshals sorted.
+func TestManifestOrderChecked(t *testing.T) {
+	e := Entry{SHA256: strings.Repeat("a", 64), Mode: ModeFile}
+	m := &Manifest{Files: map[string]Entry{"a": e, "b": e, "c": e}, order: []string{"a", "b", "c"}}
+	if !m.orderValid() {
+		t.Fatal("a matching order is not used")
+	}
+	delete(m.Files, "b")
+	m.Files["d"] = e
+	if m.orderValid() {
+		t.Fatal("an order missing a path is used")
+	}
+	if got := strings.Join(m.Paths(), ","); got != "a,c,d" {
+		t.Fatalf("Paths %s", got)
+	}
+	m.order = []string{"c", "a", "d"}
+	if m.orderValid() {
+		t.Fatal("an unsorted order is used")
 	}
 }
