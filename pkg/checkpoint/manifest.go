@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"weak"
 
 	"github.com/decreehq/decree/pkg/fsutil"
 )
@@ -120,6 +121,11 @@ type Manifest struct {
 	// order, when set, is Files' paths sorted (a watched snapshot keeps
 	// it up to date); Paths checks it before trusting it.
 	order []string
+	// A watched snapshot's manifest made from an earlier one (base) by
+	// changing only the paths of delta: Compare with that base looks at
+	// delta only. base is weak: it does not keep old manifests alive.
+	base  weak.Pointer[Manifest]
+	delta map[string]struct{}
 }
 
 // PermOf returns the permission bits path should have: Perms' value, or
@@ -220,6 +226,24 @@ type Change struct {
 
 // Compare lists the paths that differ between before and after, sorted.
 func Compare(before, after *Manifest) []Change {
+	if before != nil && after.delta != nil && after.base.Value() == before {
+		// after is before with only the paths of delta changed.
+		var out []Change
+		for p := range after.delta {
+			b, inB := before.Files[p]
+			a, inA := after.Files[p]
+			switch {
+			case inB && !inA:
+				out = append(out, Change{Path: p, Before: &b})
+			case !inB && inA:
+				out = append(out, Change{Path: p, After: &a})
+			case inB && inA && a != b:
+				out = append(out, Change{Path: p, Before: &b, After: &a})
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+		return out
+	}
 	var out []Change
 	for p, b := range before.Files {
 		b := b

@@ -381,13 +381,28 @@ func HashFile(path string) (string, int64, error) {
 // by an ignore rule): tree itself is never modified (a watched snapshot
 // shares it).
 func (c *Checkpointer) withTracked(root string, tracked, tree *Manifest, store bool) (*Manifest, error) {
-	for p := range tracked.Files {
+	paths := tracked.Files
+	if tree.delta != nil && tree.base.Value() == tracked {
+		paths = nil // only the paths of delta can be missing
+		for p := range tree.delta {
+			if _, ok := tree.Files[p]; !ok {
+				if _, was := tracked.Files[p]; was {
+					return c.withTrackedCopy(root, tracked, tree, store)
+				}
+			}
+		}
+	}
+	for p := range paths {
 		if _, ok := tree.Files[p]; !ok {
-			after := &Manifest{Files: maps.Clone(tree.Files), Perms: maps.Clone(tree.Perms), ExactPerms: tree.ExactPerms}
-			return after, c.addTracked(root, tracked, after, store)
+			return c.withTrackedCopy(root, tracked, tree, store)
 		}
 	}
 	return tree, nil
+}
+
+func (c *Checkpointer) withTrackedCopy(root string, tracked, tree *Manifest, store bool) (*Manifest, error) {
+	after := &Manifest{Files: maps.Clone(tree.Files), Perms: maps.Clone(tree.Perms), ExactPerms: tree.ExactPerms}
+	return after, c.addTracked(root, tracked, after, store)
 }
 
 // addTracked adds to m every path of tracked that m lacks but that still

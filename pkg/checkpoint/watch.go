@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/decreehq/decree/pkg/checkpoint/ignore"
 	"github.com/decreehq/decree/pkg/treewatch"
@@ -149,16 +150,20 @@ func (c *Checkpointer) watchedSnapshot(ctx context.Context, ws *watchState) (*Ma
 			return nil, ws.fail(err)
 		}
 		if !ch.Overflow {
-			if err := c.update(ctx, ws, ch.Paths); err != nil {
-				if errors.Is(err, errWatchFailed) {
-					return nil, err
-				}
-				ws.m = nil // half updated: walk next time
+			err := c.update(ctx, ws, ch.Paths)
+			if err == nil {
+				return ws.manifest(), nil
+			}
+			ws.m = nil // half updated: never used again
+			if errors.Is(err, errWatchFailed) || ctx.Err() != nil {
 				return nil, err
 			}
-			return ws.manifest(), nil
+			// Half updated (say a directory vanished while it was
+			// read): walk.
+			c.log.Info("checkpoint: walking the tree", "root", ws.root, "after", err)
+		} else {
+			c.log.Info("checkpoint: file events were lost; walking the tree", "root", ws.root)
 		}
-		c.log.Info("checkpoint: file events were lost; walking the tree", "root", ws.root)
 	}
 	if err := c.prime(ctx, ws); err != nil {
 		return nil, err
@@ -183,7 +188,8 @@ func (ws *watchState) own() {
 	if !ws.shared {
 		return
 	}
-	ws.m = &Manifest{Files: maps.Clone(ws.m.Files), Perms: maps.Clone(ws.m.Perms), ExactPerms: true, order: ws.m.order}
+	ws.m = &Manifest{Files: maps.Clone(ws.m.Files), Perms: maps.Clone(ws.m.Perms), ExactPerms: true, order: ws.m.order,
+		base: weak.Make(ws.m), delta: map[string]struct{}{}}
 	ws.shared = false
 }
 
@@ -254,21 +260,23 @@ func (c *Checkpointer) prime(ctx context.Context, ws *watchState) error {
 // files) to the state.
 func (c *Checkpointer) update(ctx context.Context, ws *watchState, paths []string) error {
 	stamp := time.Now().Add(-racyWindow).UnixNano()
-	for p := range ws.racy {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	paths = compactStrings(paths)
 	u := &updater{c: c, ws: ws, stamp: stamp, rescanned: map[string]bool{}}
-	u.start(ctx)
-	defer u.abort()
 	// A changed ignore file walks its directory again under the new rules
-	// (before anything in it is looked at with the old ones).
+	// (before anything in it is looked at with the old ones). Only events
+	// say so: an ignore file changed after its rules were read raises one.
 	for _, p := range paths {
 		if n := path.Base(p); n == ignore.GitIgnoreFile || n == ignore.DecreeIgnoreFile {
 			u.rescans = append(u.rescans, parentDir(p))
 		}
 	}
+	sort.Strings(u.rescans)
+	for p := range ws.racy {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	paths = compactStrings(paths)
+	u.start(ctx)
+	defer u.abort()
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -383,7 +391,8 @@ func (u *updater) apply(ctx context.Context, p string) error {
 		// Ignore files' directories, in order, before the paths below them.
 		d := u.rescans[0]
 		u.rescans = u.rescans[1:]
-		if !u.covered(d) {
+		fi, err := os.Lstat(filepath.Join(ws.root, filepath.FromSlash(d)))
+		if err == nil && fi.IsDir() && !u.covered(d) { // else its parent's event drops it
 			if _, tracked := ws.dirs[d]; tracked {
 				if err := u.rescan(ctx, d); err != nil {
 					return err
@@ -529,6 +538,14 @@ func (u *updater) rescan(ctx context.Context, d string) error {
 
 // put records a regular file. Called with the updater's lock held.
 func (ws *watchState) put(rel string, e Entry, key statKey) {
+	if old, ok := ws.m.Files[rel]; ok && old == e && ws.m.PermOf(rel) == fs.FileMode(key.mode)&fs.ModePerm {
+		// Unchanged (a racily clean file read again): the manifest
+		// handed out stays valid.
+		ws.keys[rel] = key
+		delete(ws.racy, rel)
+		ws.dirty = true
+		return
+	}
 	ws.own()
 	ws.note(rel)
 	ws.m.Files[rel] = e
@@ -589,6 +606,7 @@ func (ws *watchState) drop(p string) {
 
 // note records that rel is about to be in m (it may be already).
 func (ws *watchState) note(rel string) {
+	ws.touch(rel)
 	if _, ok := ws.m.Files[rel]; ok {
 		return
 	}
@@ -604,6 +622,7 @@ func (ws *watchState) note(rel string) {
 
 // forget records that rel, in m, is about to leave it.
 func (ws *watchState) forget(rel string) {
+	ws.touch(rel)
 	if _, ok := ws.added[rel]; ok {
 		delete(ws.added, rel)
 		return
@@ -612,6 +631,13 @@ func (ws *watchState) forget(rel string) {
 		ws.removed = map[string]struct{}{}
 	}
 	ws.removed[rel] = struct{}{}
+}
+
+// touch records that rel's entry may change (see Manifest.delta).
+func (ws *watchState) touch(rel string) {
+	if ws.m.delta != nil {
+		ws.m.delta[rel] = struct{}{}
+	}
 }
 
 // subdirs lists d and the tracked directories below it.

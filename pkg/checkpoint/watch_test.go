@@ -174,6 +174,16 @@ func TestWatchedSnapshots(t *testing.T) {
 				t.Fatal("the diff walked the tree")
 			}
 			cur := checkWatched(t, cp, root, false)
+			// Compare looks only at what changed since prev: it must
+			// agree with a comparison of every path.
+			fast := Compare(prev, cur)
+			slow := Compare(&Manifest{Files: prev.Files}, &Manifest{Files: cur.Files})
+			if changesText(fast) != changesText(slow) {
+				t.Fatalf("Compare through the delta: %v, want %v", fast, slow)
+			}
+			if len(slow) > 0 && (cur.delta == nil || cur.base.Value() != prev) {
+				t.Fatalf("the manifest after a change does not say what it changed since the one before: delta %v base %p prev %p", cur.delta, cur.base.Value(), prev)
+			}
 			if diff.Len() > 0 {
 				p := filepath.Join(t.TempDir(), "d.patch")
 				if err := os.WriteFile(p, diff.Bytes(), 0o644); err != nil {
@@ -545,4 +555,20 @@ func TestManifestOrderChecked(t *testing.T) {
 	if m.orderValid() {
 		t.Fatal("an unsorted order is used")
 	}
+}
+
+func changesText(chs []Change) string {
+	var b strings.Builder
+	for _, ch := range chs {
+		fmt.Fprintf(&b, "%q", ch.Path)
+		for _, e := range []*Entry{ch.Before, ch.After} {
+			if e != nil {
+				fmt.Fprintf(&b, " %+v", *e)
+			} else {
+				b.WriteString(" -")
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
