@@ -100,7 +100,12 @@
 // A Checkpointer serves one project: it owns that project's object store and
 // stat cache and serialises its snapshots. The controller keeps one per
 // project (e.g. Options{ObjectsDir: ".decree/objects", CachePath:
-// ".decree/statcache"}).
+// ".decree/statcache"}) and, while it serves, calls Serve for the project
+// root: the Checkpointer then keeps the tree's manifest and stat data in
+// memory and learns from the kernel what changed (package treewatch,
+// inotify on Linux), so a snapshot costs O(changes): it walks the tree only
+// first, after lost events, or where no watcher works (other systems, network
+// file systems, the watch limit). See Serve for the rules it keeps.
 package checkpoint
 
 import (
