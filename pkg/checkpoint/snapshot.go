@@ -83,6 +83,7 @@ type walkHooks struct {
 	visited func(dir string, rules *ignore.Rules)
 	keys    map[string]statKey  // regular files' stat data
 	racy    map[string]struct{} // files hashed while racily clean
+	linked  map[string]struct{} // files with more than one hard link
 }
 
 // walkSnapshot walks root. With store unset it only hashes: nothing is
@@ -231,6 +232,11 @@ func (c *Checkpointer) walkSnapshot(ctx context.Context, root string, store bool
 				continue
 			}
 			key := keyOf(info)
+			if h != nil && linkCount(info) > 1 {
+				mu.Lock()
+				h.linked[rel] = struct{}{}
+				mu.Unlock()
+			}
 			if ck, sum, ok := cur.find(rel[len(rel)-len(info.Name()):]); ok && ck == key {
 				done = append(done, hashResult{rel: rel, entry: Entry{SHA256: sum, Size: key.size, Mode: ModeOf(info.Mode())}, key: key, kind: cacheHit})
 				continue

@@ -43,9 +43,12 @@ import (
 // everything below, and a changed .gitignore or .decreeignore walks its
 // directory again under the new rules. The racily-clean rule still holds:
 // a file hashed less than two seconds after its mtime is hashed again at
-// the next snapshot. Limits are the kernel's (see package treewatch):
-// changes through a shared mmap, a hard link from outside the tree or
-// another host of a network file system raise no event.
+// the next snapshot. A file with more than one hard link is looked at
+// (lstat) at every snapshot: a write through another name, maybe outside
+// the tree, raises no event in its directory. Limits are the kernel's (see
+// package treewatch): changes through a shared mmap or made by another
+// host of a network file system (refused: such roots are walked) raise no
+// event.
 func (c *Checkpointer) Serve(ctx context.Context, root string) error {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -83,6 +86,10 @@ type watchState struct {
 	m      *Manifest          // files and permission bits
 	keys   map[string]statKey // stat data of every regular file in m
 	racy   map[string]struct{}
+	// linked are the files with more than one hard link: a write through
+	// another name (which may lie outside the tree) raises no event here,
+	// so they are looked at (lstat) at every snapshot.
+	linked map[string]struct{}
 	dirs   map[string]*ignore.Rules // tracked directories -> their rules
 	dirty  bool                     // the saved stat cache is behind keys
 	// shared says m has been handed out: it is never modified again, the
@@ -241,8 +248,9 @@ func (c *Checkpointer) prime(ctx context.Context, ws *watchState) error {
 			dirs[dir] = rules
 			mu.Unlock()
 		},
-		keys: map[string]statKey{},
-		racy: map[string]struct{}{},
+		keys:   map[string]statKey{},
+		racy:   map[string]struct{}{},
+		linked: map[string]struct{}{},
 	}
 	m, err := c.walkSnapshot(ctx, ws.root, true, h)
 	if errors.Is(err, treewatch.ErrLimit) {
@@ -251,7 +259,7 @@ func (c *Checkpointer) prime(ctx context.Context, ws *watchState) error {
 	if err != nil {
 		return err
 	}
-	ws.m, ws.keys, ws.racy, ws.dirs, ws.dirty = m, h.keys, h.racy, dirs, false
+	ws.m, ws.keys, ws.racy, ws.linked, ws.dirs, ws.dirty = m, h.keys, h.racy, h.linked, dirs, false
 	ws.shared, ws.added, ws.removed = false, nil, nil
 	return nil
 }
@@ -271,6 +279,9 @@ func (c *Checkpointer) update(ctx context.Context, ws *watchState, paths []strin
 	}
 	sort.Strings(u.rescans)
 	for p := range ws.racy {
+		paths = append(paths, p)
+	}
+	for p := range ws.linked {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
@@ -423,6 +434,7 @@ func (u *updater) apply(ctx context.Context, p string) error {
 	case err == nil && typ.IsRegular() && !rules.Ignored(p, false):
 		key := keyOf(fi)
 		u.mu.Lock()
+		ws.setLinked(p, fi)
 		if _, wasDir := ws.dirs[p]; wasDir {
 			ws.drop(p)
 			ws.w.Remove(p)
@@ -510,6 +522,9 @@ func (u *updater) rescan(ctx context.Context, d string) error {
 				continue
 			}
 			key := keyOf(f.Info)
+			u.mu.Lock()
+			ws.setLinked(f.Rel, f.Info)
+			u.mu.Unlock()
 			if o, ok := old[f.Rel]; ok && o.key == key {
 				u.mu.Lock()
 				ws.put(f.Rel, Entry{SHA256: o.sum, Size: key.size, Mode: ModeOf(fs.FileMode(key.mode))}, key)
@@ -564,6 +579,7 @@ func (ws *watchState) putLink(rel, target string) {
 	ws.m.setPerm(rel, ModeSymlink, 0)
 	delete(ws.keys, rel)
 	delete(ws.racy, rel)
+	delete(ws.linked, rel)
 	ws.dirty = true
 }
 
@@ -577,6 +593,7 @@ func (ws *watchState) drop(p string) {
 		delete(ws.m.Perms, p)
 		delete(ws.keys, p)
 		delete(ws.racy, p)
+		delete(ws.linked, p)
 		ws.dirty = true
 	}
 	if _, isDir := ws.dirs[p]; !isDir {
@@ -594,6 +611,7 @@ func (ws *watchState) drop(p string) {
 			delete(ws.m.Perms, f)
 			delete(ws.keys, f)
 			delete(ws.racy, f)
+			delete(ws.linked, f)
 			ws.dirty = true
 		}
 	}
@@ -601,6 +619,15 @@ func (ws *watchState) drop(p string) {
 		if d == p || strings.HasPrefix(d, prefix) {
 			delete(ws.dirs, d)
 		}
+	}
+}
+
+// setLinked records whether the regular file rel has other hard links.
+func (ws *watchState) setLinked(rel string, fi fs.FileInfo) {
+	if linkCount(fi) > 1 {
+		ws.linked[rel] = struct{}{}
+	} else {
+		delete(ws.linked, rel)
 	}
 }
 

@@ -90,6 +90,7 @@ func checkWatched(t *testing.T, cp *Checkpointer, root string, walked bool) *Man
 // before the step into the tree after it under git apply.
 func TestWatchedSnapshots(t *testing.T) {
 	git := testtool.Require(t, "git")
+	outside := t.TempDir() // holds a hard link to a file of the tree
 	steps := []struct {
 		name string
 		do   func(t *testing.T, root string)
@@ -124,6 +125,17 @@ func TestWatchedSnapshots(t *testing.T) {
 		{"edit them", func(t *testing.T, root string) {
 			write(t, root, "odd\nname.txt", "NL\n")
 			appendTo(t, root, "dir\nwith newline/\"q\" \t tab", "more\n")
+		}},
+		{"hard link to a file outside the tree", func(t *testing.T, root string) {
+			write(t, root, "hl.txt", "linked\n")
+			if err := os.Link(filepath.Join(root, "hl.txt"), filepath.Join(outside, "hl")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"write through the outside name (no event in the tree)", func(t *testing.T, root string) {
+			if err := os.WriteFile(filepath.Join(outside, "hl"), []byte("changed outside\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}},
 		{"symlink", func(t *testing.T, root string) { mklink(t, root, "a.txt", "link") }},
 		{"retarget symlink", func(t *testing.T, root string) { rm(t, root, "link"); mklink(t, root, "src", "link") }},

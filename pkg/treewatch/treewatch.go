@@ -15,8 +15,9 @@
 // walk the whole tree again.
 //
 // Limits, as for git's fsmonitor and watchman: changes through a shared
-// mmap, through a hard link from outside the tree, or made by another host
-// on a network file system are not reported. New refuses network and FUSE
+// mmap, through a hard link in another directory (the caller should stat
+// files with several links itself), or made by another host on a network
+// file system are not reported. New refuses network and FUSE
 // file systems (ErrUnsupported) for that reason; the caller should not
 // rely on a watcher where files change in those ways.
 package treewatch
