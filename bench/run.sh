@@ -12,6 +12,7 @@
 # for tmpfs); every benchmark prints the load average beside its ratios.
 #   queue       the same with 1 / 1,000 / 10,000 queued, separate controller
 #               and worker processes, and 20 clients polling status
+#   status      decreectl status with no controller, 1 vs 10,000 queued
 #   stream      200 MB of routine output through decreectl run, end to end,
 #               vs bash | cat > /dev/null
 #   drivers     200 MB of routine output through a driver vs bash > /dev/null,
@@ -31,6 +32,7 @@ echo; echo "== ralph loop, 1,000 files"; RALPH=1 "$here/pipeline/run.sh" 200 100
 echo; echo "== ralph loop, 10,000 files"; RALPH=1 "$here/pipeline/run.sh" 100 10000 3
 echo; echo "== ralph loop, 50,000 files"; RALPH=1 "$here/pipeline/run.sh" 50 50000 3
 echo; echo "== queue"; "$here/queue/run.sh"
+echo; echo "== status, no controller, 1 vs 10,000 queued"; "$here/status/run.sh"
 echo; echo "== memory"; "$here/memory/run.sh" 1,200,1024
 echo; echo "== memory (message body)"; "$here/memory/run.sh" -message 60
 cd "$repo"
