@@ -571,6 +571,17 @@ func TestManifestOrderChecked(t *testing.T) {
 	if m.orderValid() {
 		t.Fatal("an unsorted order is used")
 	}
+	for _, order := range [][]string{{"c", "a", "d"}, {"a", "b", "c"}, {"a", "c", "d"}} {
+		m.order = order
+		got, err := MarshalManifest(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := MarshalManifest(&Manifest{Files: m.Files})
+		if !bytes.Equal(got, want) {
+			t.Fatalf("order %v: manifest.json\n%s\nwant\n%s", order, got, want)
+		}
+	}
 }
 
 func changesText(chs []Change) string {
