@@ -45,7 +45,7 @@ rss() { # peak RSS in MB of a command, via /usr/bin/time -v when present
 		echo "n/a"
 	fi
 }
-ratio() { echo "scale=3; $1 / $2" | bc -l; }
+ratio() { echo "scale=5; $1 / $2" | bc -l; }
 
 gitcold() { rm -rf "$tree/.git"; git -C "$tree" init -q; git -C "$tree" add -A; git -C "$tree" write-tree; }
 gitcoldsync() { rm -rf "$tree/.git"; git -C "$tree" init -q; git -C "$tree" -c core.fsync=loose-object -c core.fsyncMethod=batch add -A; git -C "$tree" write-tree; }
@@ -122,8 +122,8 @@ printf '\n%-38s %10s %10s %8s %12s %6s\n' "measurement" "decree s" "git s" "rati
 [ -n "${SKIP_COLD:-}" ] || printf '%-38s %10.3f %10.3f %8s %12s %6s\n' "cold snapshot (fsync, git fsync)" "$d_cold" "$g_cold_sync" "$(ratio "$d_cold" "$g_cold_sync")" "" "$(la)"
 printf '%-38s %10.3f %10.3f %8s %12s %6s\n' "warm snapshot vs git status (median)" "$d_warm" "$g_warm" "$(ratio "$d_warm" "$g_warm")" "${rss_warm} MB" "$(la)"
 printf '%-38s %10.3f %10.3f %8s %12s %6s\n' "10 edits: snapshot+diff vs git" "$d_change" "$g_change" "$(ratio "$d_change" "$g_change")" "${rss_change} MB" "$(la)"
-printf '%-38s %10.5f %10.3f %8s %12s %6s\n' "served: warm snapshot vs git status" "$s_warm" "$g_warm" "$(ratio "$s_warm" "$g_warm")" "${s_rss} MB" "$(la)"
-printf '%-38s %10.5f %10.3f %8s %12s %6s\n' "served: 10 edits, snapshot+diff vs git" "$s_change" "$g_change" "$(ratio "$s_change" "$g_change")" "" "$(la)"
+printf '%-38s %10.6f %10.3f %8s %12s %6s\n' "served: warm snapshot vs git status" "$s_warm" "$g_warm" "$(ratio "$s_warm" "$g_warm")" "${s_rss} MB" "$(la)"
+printf '%-38s %10.6f %10.3f %8s %12s %6s\n' "served: 10 edits, snapshot+diff vs git" "$s_change" "$g_change" "$(ratio "$s_change" "$g_change")" "" "$(la)"
 
 [ "$BIG_MB" -gt 0 ] || exit 0
 # A 16-byte change in a large binary file: decree's snapshot + diff (the
