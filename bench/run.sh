@@ -14,6 +14,7 @@
 #               and worker processes, and 20 clients polling status
 #   parallel    8 chains of 3 two-second messages on 1/2/4/8 replica workers
 #               vs the ideal; merge overhead; a conflict that is requeued
+#   status      decreectl status with no controller, 1 vs 10,000 queued
 #   stream      200 MB of routine output through decreectl run, end to end,
 #               vs bash | cat > /dev/null
 #   drivers     200 MB of routine output through a driver vs bash > /dev/null,
@@ -34,6 +35,7 @@ echo; echo "== ralph loop, 10,000 files"; RALPH=1 "$here/pipeline/run.sh" 100 10
 echo; echo "== ralph loop, 50,000 files"; RALPH=1 "$here/pipeline/run.sh" 50 50000 3
 echo; echo "== queue"; "$here/queue/run.sh"
 echo; echo "== parallel"; "$here/parallel/run.sh"
+echo; echo "== status, no controller, 1 vs 10,000 queued"; "$here/status/run.sh"
 echo; echo "== memory"; "$here/memory/run.sh" 1,200,1024
 echo; echo "== memory (message body)"; "$here/memory/run.sh" -message 60
 cd "$repo"

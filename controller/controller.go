@@ -120,6 +120,7 @@ type Controller struct {
 	server *grpc.Server
 	health *health.Server
 	stats  *metrics.Metrics // nil unless Options.Metrics
+	cp     *checkpoint.Checkpointer
 
 	cfgMu   sync.Mutex
 	cfg     *config.Config
@@ -204,6 +205,7 @@ func (c *Controller) open() error {
 	if err != nil {
 		return err
 	}
+	c.cp = cp
 	rep, err := replica.New(replica.Options{Root: root, Objects: cp.Store(), Leases: leases, MaxBlobSize: c.opts.MaxBlobSize, Logger: c.log})
 	if err != nil {
 		return err
@@ -344,6 +346,18 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 		c.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 	cronDone := c.runCron(ctx)
+	// While the controller serves, the checkpointer watches the project
+	// tree: a snapshot looks only at what changed (checkpoint.Serve).
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		if c.opts.NoProcessing {
+			return // nothing is checkpointed
+		}
+		if err := c.cp.Serve(ctx, c.store.Root()); err != nil {
+			c.log.Warn("checkpoint watcher", "err", err)
+		}
+	}()
 	statsDone := make(chan struct{})
 	go func() {
 		defer close(statsDone)
@@ -380,6 +394,10 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 		c.log.Error("the processing loop did not stop within the grace period; stopping anyway", "grace", stopGrace)
 	}
 	<-cronDone
+	select {
+	case <-watchDone:
+	case <-time.After(stopGrace): // a snapshot stuck with the loop
+	}
 	<-statsDone
 	<-traceDone
 	c.leases.Close()

@@ -12,6 +12,9 @@
 #   warm    decree snapshot of the unchanged tree       vs  git status --porcelain
 #   change  decree snapshot + diff after 10 edits      vs  git add -A && git diff --cached HEAD
 #           (HEAD is the committed tree before the edits: what a user's repository has)
+#   served  the warm and change rows in one process serving the tree (a
+#           controller that stays up: checkpoint.Serve watches it; its first,
+#           walking snapshot untimed)
 #   big     a 16-byte change in a BIG_MB file (default 500): decree snapshot +
 #           diff vs git add -A && git commit (BIG_MB=0 skips it)
 # The "nosync" row skips decree's fsync of the new pack, like git's default
@@ -42,7 +45,7 @@ rss() { # peak RSS in MB of a command, via /usr/bin/time -v when present
 		echo "n/a"
 	fi
 }
-ratio() { echo "scale=3; $1 / $2" | bc -l; }
+ratio() { echo "scale=5; $1 / $2" | bc -l; }
 
 gitcold() { rm -rf "$tree/.git"; git -C "$tree" init -q; git -C "$tree" add -A; git -C "$tree" write-tree; }
 gitcoldsync() { rm -rf "$tree/.git"; git -C "$tree" init -q; git -C "$tree" -c core.fsync=loose-object -c core.fsyncMethod=batch add -A; git -C "$tree" write-tree; }
@@ -105,6 +108,13 @@ d_change=$(printf '%s\n' "${cd_[@]}" | median)
 rss_change=$(copyonly; rss "$tmp/ckbench" diff "$tree" "$tmp/state")
 copyonly; "$tmp/ckbench" diff "$tree" "$tmp/state" | sed 's/^/  /'
 
+# The same two measures in a process that serves the tree (a controller
+# that stays up: the checkpointer watches it, see checkpoint.Serve).
+served=$("$tmp/ckbench" served "$tree" "$tmp/state")
+s_warm=$(echo "$served" | sed -n 's/.*warm_seconds=\([0-9.]*\).*/\1/p')
+s_change=$(echo "$served" | sed -n 's/.*change_seconds=\([0-9.]*\).*/\1/p')
+s_rss=$(echo "$served" | sed -n 's/.*maxrss_mb=\([0-9.]*\).*/\1/p')
+
 la() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo n/a; }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 printf '\n%-38s %10s %10s %8s %12s %6s\n' "measurement" "decree s" "git s" "ratio" "decree RSS" "load"
@@ -112,6 +122,8 @@ printf '\n%-38s %10s %10s %8s %12s %6s\n' "measurement" "decree s" "git s" "rati
 [ -n "${SKIP_COLD:-}" ] || printf '%-38s %10.3f %10.3f %8s %12s %6s\n' "cold snapshot (fsync, git fsync)" "$d_cold" "$g_cold_sync" "$(ratio "$d_cold" "$g_cold_sync")" "" "$(la)"
 printf '%-38s %10.3f %10.3f %8s %12s %6s\n' "warm snapshot vs git status (median)" "$d_warm" "$g_warm" "$(ratio "$d_warm" "$g_warm")" "${rss_warm} MB" "$(la)"
 printf '%-38s %10.3f %10.3f %8s %12s %6s\n' "10 edits: snapshot+diff vs git" "$d_change" "$g_change" "$(ratio "$d_change" "$g_change")" "${rss_change} MB" "$(la)"
+printf '%-38s %10.6f %10.3f %8s %12s %6s\n' "served: warm snapshot vs git status" "$s_warm" "$g_warm" "$(ratio "$s_warm" "$g_warm")" "${s_rss} MB" "$(la)"
+printf '%-38s %10.6f %10.3f %8s %12s %6s\n' "served: 10 edits, snapshot+diff vs git" "$s_change" "$g_change" "$(ratio "$s_change" "$g_change")" "" "$(la)"
 
 [ "$BIG_MB" -gt 0 ] || exit 0
 # A 16-byte change in a large binary file: decree's snapshot + diff (the

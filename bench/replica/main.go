@@ -122,7 +122,22 @@ func run(base string, files int, total int64, changed, reps int, keep bool) erro
 	}
 	defer conn.Close()
 	client := decreev1.NewWorkerServiceClient(conn)
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The controller's checkpointer watches the project while it serves
+	// (checkpoint.Serve): its snapshots look at what changed. Its first
+	// snapshot walks the tree and sets up the watches (untimed, with the
+	// fresh tree's checkpoint below).
+	go cp.Serve(ctx, src)
+	for {
+		if _, err := cp.Snapshot(ctx, src); err != nil {
+			return err
+		}
+		if !cp.LastStats().Walked {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	var release func()
 	publish := func() (time.Duration, error) {

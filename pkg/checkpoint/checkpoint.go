@@ -100,7 +100,12 @@
 // A Checkpointer serves one project: it owns that project's object store and
 // stat cache and serialises its snapshots. The controller keeps one per
 // project (e.g. Options{ObjectsDir: ".decree/objects", CachePath:
-// ".decree/statcache"}).
+// ".decree/statcache"}) and, while it serves, calls Serve for the project
+// root: the Checkpointer then keeps the tree's manifest and stat data in
+// memory and learns from the kernel what changed (package treewatch,
+// inotify on Linux), so a snapshot costs O(changes): it walks the tree only
+// first, after lost events, or where no watcher works (other systems, network
+// file systems, the watch limit). See Serve for the rules it keeps.
 package checkpoint
 
 import (
@@ -127,19 +132,25 @@ type Options struct {
 	NoSync bool
 	// Logger receives warnings (e.g. a corrupt stat cache being rebuilt).
 	Logger *slog.Logger
+	// MaxWatches caps the directories Serve watches (0: only the kernel's
+	// limit, fs.inotify.max_user_watches on Linux). A tree with more is
+	// walked at every snapshot, as without Serve.
+	MaxWatches int
 }
 
 // Checkpointer takes snapshots, produces diffs and applies them for one
 // project. It is safe for concurrent use; snapshots are serialised.
 type Checkpointer struct {
-	store     *Store
-	cachePath string
-	workers   int
-	noSync    bool
-	log       *slog.Logger
+	store      *Store
+	cachePath  string
+	workers    int
+	noSync     bool
+	maxWatches int
+	log        *slog.Logger
 
-	mu    sync.Mutex
-	stats Stats
+	mu      sync.Mutex
+	stats   Stats
+	watched map[string]*watchState // roots served (Serve), by absolute path
 }
 
 // Stats describes the work done by the last snapshot.
@@ -149,6 +160,10 @@ type Stats struct {
 	Hashed      int   // files read and hashed
 	HashedBytes int64 // bytes read
 	Stored      int   // new blobs written to the store
+	// Walked says the snapshot walked the whole tree; a snapshot of a
+	// root served by Serve does not, once primed (it looks only at what
+	// the kernel reported changed).
+	Walked bool
 }
 
 // New returns a Checkpointer.
@@ -168,7 +183,7 @@ func New(opts Options) (*Checkpointer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Checkpointer{store: store, cachePath: opts.CachePath, workers: w, noSync: opts.NoSync, log: log}, nil
+	return &Checkpointer{store: store, cachePath: opts.CachePath, workers: w, noSync: opts.NoSync, maxWatches: opts.MaxWatches, log: log}, nil
 }
 
 // Store returns the content store.

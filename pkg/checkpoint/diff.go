@@ -25,11 +25,12 @@ type Side struct {
 func (c *Checkpointer) Diff(ctx context.Context, root string, before *Manifest) ([]byte, *Manifest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	after, err := c.snapshot(ctx, root, true)
+	tree, err := c.snapshot(ctx, root, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.addTracked(root, before, after, true); err != nil {
+	after, err := c.withTracked(root, before, tree, true)
+	if err != nil {
 		return nil, nil, err
 	}
 	diff, err := c.diffManifests(ctx, root, before, after)

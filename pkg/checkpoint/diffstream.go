@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"strconv"
 )
 
@@ -36,16 +35,8 @@ func (c *Checkpointer) DiffTo(ctx context.Context, root string, before *Manifest
 	if err != nil {
 		return nil, err
 	}
-	after := tree
-	for p := range before.Files {
-		if _, ok := tree.Files[p]; !ok {
-			// Something of before is missing (deleted, or hidden by an
-			// ignore rule): add the tracked ones to a copy.
-			after = &Manifest{Files: maps.Clone(tree.Files), Perms: maps.Clone(tree.Perms)}
-			break
-		}
-	}
-	if err := c.addTracked(root, before, after, true); err != nil {
+	after, err := c.withTracked(root, before, tree, true)
+	if err != nil {
 		return nil, err
 	}
 	bw := bufio.NewWriterSize(w, 256<<10)

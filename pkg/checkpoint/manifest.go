@@ -1,14 +1,15 @@
 package checkpoint
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
+	"weak"
 
 	"github.com/decreehq/decree/pkg/fsutil"
 )
@@ -117,6 +118,14 @@ type Manifest struct {
 	// file's bits beyond git's mode as they are, instead of resetting every
 	// 0600 file to 0644.
 	ExactPerms bool `json:"exact_perms,omitempty"`
+	// order, when set, is Files' paths sorted (a watched snapshot keeps
+	// it up to date); Paths checks it before trusting it.
+	order []string
+	// A watched snapshot's manifest made from an earlier one (base) by
+	// changing only the paths of delta: Compare with that base looks at
+	// delta only. base is weak: it does not keep old manifests alive.
+	base  weak.Pointer[Manifest]
+	delta map[string]struct{}
 }
 
 // PermOf returns the permission bits path should have: Perms' value, or
@@ -160,6 +169,31 @@ func (m *Manifest) setPerm(path string, mode Mode, perm fs.FileMode) {
 
 // Paths returns the manifest's paths in sorted order.
 func (m *Manifest) Paths() []string {
+	if m.orderValid() {
+		return slices.Clone(m.order)
+	}
+	return m.sortedPaths()
+}
+
+// orderValid reports whether m.order holds exactly m's paths, sorted:
+// strictly increasing, as many as m has, each in m. A caller that
+// changed Files since is caught.
+func (m *Manifest) orderValid() bool {
+	if m.order == nil || len(m.order) != len(m.Files) {
+		return false
+	}
+	for i, p := range m.order {
+		if i > 0 && m.order[i-1] >= p {
+			return false
+		}
+		if _, ok := m.Files[p]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manifest) sortedPaths() []string {
 	out := make([]string, 0, len(m.Files))
 	for p := range m.Files {
 		out = append(out, p)
@@ -192,6 +226,24 @@ type Change struct {
 
 // Compare lists the paths that differ between before and after, sorted.
 func Compare(before, after *Manifest) []Change {
+	if before != nil && after.delta != nil && after.base.Value() == before {
+		// after is before with only the paths of delta changed.
+		var out []Change
+		for p := range after.delta {
+			b, inB := before.Files[p]
+			a, inA := after.Files[p]
+			switch {
+			case inB && !inA:
+				out = append(out, Change{Path: p, Before: &b})
+			case !inB && inA:
+				out = append(out, Change{Path: p, After: &a})
+			case inB && inA && a != b:
+				out = append(out, Change{Path: p, Before: &b, After: &a})
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+		return out
+	}
 	var out []Change
 	for p, b := range before.Files {
 		b := b
@@ -228,60 +280,87 @@ func WriteManifest(path string, m *Manifest) error {
 
 // MarshalManifest encodes m as manifest.json: keys sorted, two-space
 // indent, exactly what encoding/json's MarshalIndent writes, but written
-// directly (20,000 entries in a few milliseconds).
+// directly (50,000 entries in about ten milliseconds).
 func MarshalManifest(m *Manifest) ([]byte, error) {
-	paths := m.Paths()
-	var b bytes.Buffer
-	b.Grow(len(paths) * 160)
-	if len(paths) == 0 {
-		b.WriteString("{\n  \"files\": {}")
-		if m.ExactPerms {
-			b.WriteString(",\n  \"exact_perms\": true")
+	if m.order != nil && len(m.order) == len(m.Files) {
+		// The kept order is checked while it is used (each path in m,
+		// strictly increasing): one lookup per path, no sort.
+		if b, ok, err := marshalManifest(m, m.order, true); ok || err != nil {
+			return b, err
 		}
-		b.WriteString("\n}\n")
-		return b.Bytes(), nil
 	}
-	b.WriteString("{\n  \"files\": {\n")
-	for i, p := range paths {
-		e := m.Files[p]
-		key, err := json.Marshal(p)
-		if err != nil {
-			return nil, fmt.Errorf("encode manifest: %w", err)
+	b, _, err := marshalManifest(m, m.sortedPaths(), false)
+	return b, err
+}
+
+// marshalManifest writes m with its paths in the order given; with check
+// set it gives up (ok false) at a path not in m or out of order.
+func marshalManifest(m *Manifest, paths []string, check bool) (out []byte, ok bool, err error) {
+	b := make([]byte, 0, len(paths)*(len(`      "sha256": "",`)+64+96)+64)
+	if len(paths) == 0 {
+		b = append(b, "{\n  \"files\": {}"...)
+		if m.ExactPerms {
+			b = append(b, ",\n  \"exact_perms\": true"...)
 		}
-		b.WriteString("    ")
-		b.Write(key)
-		b.WriteString(": {\n      \"sha256\": \"")
-		b.WriteString(e.SHA256)
-		b.WriteString("\",\n      \"size\": ")
-		b.WriteString(strconv.FormatInt(e.Size, 10))
-		b.WriteString(",\n      \"mode\": \"")
-		b.WriteString(e.Mode.String())
-		b.WriteByte('"')
-		if p, ok := m.Perms[paths[i]]; ok && e.Mode != ModeSymlink {
-			b.WriteString(",\n      \"perm\": \"")
-			b.WriteString(fmt.Sprintf("%03o", uint32(p)))
-			b.WriteByte('"')
+		return append(b, "\n}\n"...), true, nil
+	}
+	b = append(b, "{\n  \"files\": {\n"...)
+	for i, p := range paths {
+		e, in := m.Files[p]
+		if check && (!in || i > 0 && paths[i-1] >= p) {
+			return nil, false, nil
+		}
+		b = append(b, "    "...)
+		if b, err = appendJSONString(b, p); err != nil {
+			return nil, false, fmt.Errorf("encode manifest: %w", err)
+		}
+		b = append(b, ": {\n      \"sha256\": \""...)
+		b = append(b, e.SHA256...)
+		b = append(b, "\",\n      \"size\": "...)
+		b = strconv.AppendInt(b, e.Size, 10)
+		b = append(b, ",\n      \"mode\": \""...)
+		b = append(b, e.Mode.String()...)
+		b = append(b, '"')
+		if p, ok := m.Perms[p]; ok && e.Mode != ModeSymlink {
+			b = append(b, ",\n      \"perm\": \""...)
+			b = fmt.Appendf(b, "%03o", uint32(p))
+			b = append(b, '"')
 		}
 		if e.Link != "" {
-			link, err := json.Marshal(e.Link)
-			if err != nil {
-				return nil, fmt.Errorf("encode manifest: %w", err)
+			b = append(b, ",\n      \"link\": "...)
+			if b, err = appendJSONString(b, e.Link); err != nil {
+				return nil, false, fmt.Errorf("encode manifest: %w", err)
 			}
-			b.WriteString(",\n      \"link\": ")
-			b.Write(link)
 		}
-		b.WriteString("\n    }")
+		b = append(b, "\n    }"...)
 		if i < len(paths)-1 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.WriteByte('\n')
+		b = append(b, '\n')
 	}
-	b.WriteString("  }")
+	b = append(b, "  }"...)
 	if m.ExactPerms {
-		b.WriteString(",\n  \"exact_perms\": true")
+		b = append(b, ",\n  \"exact_perms\": true"...)
 	}
-	b.WriteString("\n}\n")
-	return b.Bytes(), nil
+	return append(b, "\n}\n"...), true, nil
+}
+
+// appendJSONString appends s as encoding/json quotes it: directly when it
+// is printable ASCII that json leaves alone, else through json.Marshal
+// (escapes, HTML-safe characters, invalid UTF-8).
+func appendJSONString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, err := json.Marshal(s)
+			if err != nil {
+				return b, err
+			}
+			return append(b, q...), nil
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
 }
 
 // ReadManifest reads and validates a manifest.json file.

@@ -116,6 +116,8 @@ func TestMarshalManifestMatchesEncodingJSON(t *testing.T) {
 		"a \"quoted\" \\ name\t<&>": {SHA256: strings.Repeat("a", 64), Size: 3, Mode: ModeExec},
 		"ü/link":                    {SHA256: strings.Repeat("b", 64), Size: 4, Mode: ModeSymlink, Link: "../\"x\""},
 		"z":                         {SHA256: strings.Repeat("c", 64), Size: 0, Mode: ModeFile},
+		"plain/name_1.go~ (2)":      {SHA256: strings.Repeat("d", 64), Size: 1 << 40, Mode: ModeFile},
+		"del\x7f nl\n \u2028 \xff":  {SHA256: strings.Repeat("e", 64), Size: 5, Mode: ModeSymlink, Link: "plain/target"},
 	}}
 	got, err := MarshalManifest(m)
 	if err != nil {

@@ -109,7 +109,7 @@ func (c *Checkpointer) currentManifest(ctx context.Context, root string, tracked
 	if err != nil {
 		return nil, err
 	}
-	return m, c.addTracked(root, tracked, m, false)
+	return c.withTracked(root, tracked, m, false)
 }
 
 // restoreOne writes the wanted entry w at rel; cur is what the snapshot

@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,17 +54,43 @@ type hashResult struct {
 
 // Snapshot walks root and returns its manifest, storing the content of every
 // file not yet in the store. Unchanged files (same stat data as in the stat
-// cache) are not read.
+// cache) are not read. The manifest must not be modified: for a root
+// served by Serve it is shared with later snapshots until the tree changes.
 func (c *Checkpointer) Snapshot(ctx context.Context, root string) (*Manifest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.snapshot(ctx, root, true)
 }
 
-// snapshot walks root. With store unset it only hashes: nothing is added to
-// the store, and the stat cache is used but not updated (a cache entry
-// promises that its blob is stored).
+// snapshot takes root's manifest: from the watched state when a watcher
+// serves root (see Serve), else by walking the tree.
 func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*Manifest, error) {
+	if ws := c.watching(root); ws != nil {
+		m, err := c.watchedSnapshot(ctx, ws)
+		if err == nil || !errors.Is(err, errWatchFailed) {
+			return m, err
+		}
+		c.log.Warn("checkpoint: the file watcher stopped; every snapshot walks the tree", "root", ws.root, "err", err)
+	}
+	return c.walkSnapshot(ctx, root, store, nil)
+}
+
+// walkHooks let a full walk prime a watched state: every directory is
+// watched before it is read, and the rules and stat data of everything
+// found are kept.
+type walkHooks struct {
+	enter   func(dir string) error
+	visited func(dir string, rules *ignore.Rules)
+	keys    map[string]statKey  // regular files' stat data
+	racy    map[string]struct{} // files hashed while racily clean
+	linked  map[string]struct{} // files with more than one hard link
+}
+
+// walkSnapshot walks root. With store unset it only hashes: nothing is
+// added to the store, and the stat cache is used but not updated (a cache
+// entry promises that its blob is stored). With h set, h's callbacks see
+// every directory and h receives every file's stat data.
+func (c *Checkpointer) walkSnapshot(ctx context.Context, root string, store bool, h *walkHooks) (*Manifest, error) {
 	fi, err := os.Stat(root)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: project root: %w", err)
@@ -126,6 +154,12 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		m.Files[r.rel] = r.entry
 		if r.kind != symlink {
 			m.setPerm(r.rel, r.entry.Mode, fs.FileMode(r.key.mode))
+			if h != nil {
+				h.keys[r.rel] = r.key
+				if r.kind == hashed && r.key.mtime >= stamp {
+					h.racy[r.rel] = struct{}{}
+				}
+			}
 		}
 		switch r.kind {
 		case cacheHit:
@@ -167,7 +201,11 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 			}
 		}()
 	}
-	walkErr := ignore.WalkConcurrent(ctx, root, c.workers, func(batch []ignore.File) error {
+	var topts ignore.TreeOptions
+	if h != nil {
+		topts.Enter, topts.Visited = h.enter, h.visited
+	}
+	walkErr := ignore.WalkTree(ctx, root, c.workers, topts, func(batch []ignore.File) error {
 		<-cacheReady
 		dp := resultsPool.Get().(*[]hashResult)
 		done := (*dp)[:0]
@@ -194,6 +232,11 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 				continue
 			}
 			key := keyOf(info)
+			if h != nil && linkCount(info) > 1 {
+				mu.Lock()
+				h.linked[rel] = struct{}{}
+				mu.Unlock()
+			}
 			if ck, sum, ok := cur.find(rel[len(rel)-len(info.Name()):]); ok && ck == key {
 				done = append(done, hashResult{rel: rel, entry: Entry{SHA256: sum, Size: key.size, Mode: ModeOf(info.Mode())}, key: key, kind: cacheHit})
 				continue
@@ -220,6 +263,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, root string, store bool) (*
 		m.Files = map[string]Entry{}
 	}
 	st.Files = len(m.Files)
+	st.Walked = true
 	if !store {
 		return m, nil
 	}
@@ -336,6 +380,35 @@ func HashFile(path string) (string, int64, error) {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// withTracked returns tree, or a copy of it with the paths addTracked
+// adds when something of tracked is missing from it (deleted, or hidden
+// by an ignore rule): tree itself is never modified (a watched snapshot
+// shares it).
+func (c *Checkpointer) withTracked(root string, tracked, tree *Manifest, store bool) (*Manifest, error) {
+	paths := tracked.Files
+	if tree.delta != nil && tree.base.Value() == tracked {
+		paths = nil // only the paths of delta can be missing
+		for p := range tree.delta {
+			if _, ok := tree.Files[p]; !ok {
+				if _, was := tracked.Files[p]; was {
+					return c.withTrackedCopy(root, tracked, tree, store)
+				}
+			}
+		}
+	}
+	for p := range paths {
+		if _, ok := tree.Files[p]; !ok {
+			return c.withTrackedCopy(root, tracked, tree, store)
+		}
+	}
+	return tree, nil
+}
+
+func (c *Checkpointer) withTrackedCopy(root string, tracked, tree *Manifest, store bool) (*Manifest, error) {
+	after := &Manifest{Files: maps.Clone(tree.Files), Perms: maps.Clone(tree.Perms), ExactPerms: tree.ExactPerms}
+	return after, c.addTracked(root, tracked, after, store)
 }
 
 // addTracked adds to m every path of tracked that m lacks but that still

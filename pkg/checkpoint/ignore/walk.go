@@ -35,6 +35,31 @@ type File struct {
 // is reused once fn returns, and so is the memory behind its Info values:
 // fn must not keep an Info (Rel strings may be kept).
 func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch []File) error) error {
+	return WalkTree(ctx, root, workers, TreeOptions{}, fn)
+}
+
+// TreeOptions narrows and observes a WalkTree.
+type TreeOptions struct {
+	// Start is the directory (relative to the root, slash-separated, ""
+	// for the root) whose subtree is walked. The caller has checked that
+	// it is not ignored.
+	Start string
+	// Parent holds the rules in force in Start's parent directory (nil
+	// when Start is the root).
+	Parent *Rules
+	// Enter, if set, is called for every directory before it is read: a
+	// file watcher adds its watch there, so that whatever changes after
+	// the read is reported to it and whatever changed before is read.
+	Enter func(dir string) error
+	// Visited, if set, is called once a directory has been read, with the
+	// rules in force inside it (its own ignore files and its ancestors').
+	// It is called concurrently for different directories.
+	Visited func(dir string, rules *Rules)
+}
+
+// WalkTree is WalkConcurrent over the subtree opts.Start, telling opts'
+// callbacks about every tracked directory (empty ones too).
+func WalkTree(ctx context.Context, root string, workers int, opts TreeOptions, fn func(batch []File) error) error {
 	if workers < 1 {
 		workers = 1
 	}
@@ -47,7 +72,7 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 	var (
 		mu       sync.Mutex
 		cond     = sync.NewCond(&mu)
-		queue    = []job{{dir: ""}}
+		queue    = []job{{dir: opts.Start, rules: opts.Parent}}
 		pending  = 1 // directories queued or being read
 		firstErr error
 		wg       sync.WaitGroup
@@ -74,14 +99,21 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 				clear(batch)
 				batch = batch[:0]
 				err := error(nil)
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && opts.Enter != nil {
+					err = opts.Enter(j.dir)
+				}
+				if ctx.Err() == nil && err == nil {
+					var rules *Rules
 					err = scanDir(ctx, root, j.dir, j.rules, &sc, func(rel string, info fs.FileInfo) error {
 						batch = append(batch, File{rel, info})
 						return nil
 					}, func(sub string, r *Rules) error {
 						subs = append(subs, job{sub, r})
 						return nil
-					})
+					}, &rules)
+					if err == nil && opts.Visited != nil {
+						opts.Visited(j.dir, rules)
+					}
 				}
 				if err == nil && len(batch) > 0 {
 					err = fn(batch)
@@ -111,13 +143,14 @@ func WalkConcurrent(ctx context.Context, root string, workers int, fn func(batch
 func walkDir(ctx context.Context, root, dir string, parent *Rules, fn WalkFunc) error {
 	return scanDir(ctx, root, dir, parent, nil, fn, func(sub string, r *Rules) error {
 		return walkDir(ctx, root, sub, r, fn)
-	})
+	}, nil)
 }
 
 // scanDir reads one directory, loads its ignore files (if it has any),
 // reports its tracked files to fn and its tracked subdirectories to onDir,
-// in name order.
-func scanDir(ctx context.Context, root, dir string, parent *Rules, sc *scratch, fn WalkFunc, onDir func(sub string, rules *Rules) error) error {
+// in name order. With inside set, *inside receives the rules in force in
+// the directory.
+func scanDir(ctx context.Context, root, dir string, parent *Rules, sc *scratch, fn WalkFunc, onDir func(sub string, rules *Rules) error, inside **Rules) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -147,6 +180,9 @@ func scanDir(ctx context.Context, root, dir string, parent *Rules, sc *scratch, 
 		if rules, err = LoadRules(root, dir, parent); err != nil {
 			return err
 		}
+	}
+	if inside != nil {
+		*inside = rules
 	}
 	for _, e := range entries {
 		name, rel := e.name, e.rel
