@@ -65,6 +65,32 @@ func (j *job) owns(chain string) bool {
 	return chain != "" && (chain == j.chain || j.drain[chain])
 }
 
+// MigrationCounts counts the migrations processed and pending, without
+// looking for their queued messages (status needs only the counts, and a
+// fresh process would otherwise read every queued file).
+func (p *Pipeline) MigrationCounts(cfg *config.Config) (processed, pending int, err error) {
+	dir := filepath.Join(p.d.Store.Root(), filepath.FromSlash(cfg.MigrationsDir))
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, 0, fmt.Errorf("list migrations in %s: %w", dir, err)
+	}
+	done, err := p.d.Store.Processed()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range ents {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".spec.md") {
+			continue
+		}
+		if done[e.Name()] {
+			processed++
+		} else {
+			pending++
+		}
+	}
+	return processed, pending, nil
+}
+
 // Migrations lists the migrations in file-name order with their state.
 func (p *Pipeline) Migrations(cfg *config.Config) ([]Migration, error) {
 	dir := filepath.Join(p.d.Store.Root(), filepath.FromSlash(cfg.MigrationsDir))

@@ -108,14 +108,8 @@ func (s *ControllerServer) GetStatus(ctx context.Context, req *decreev1.GetStatu
 		resp.Interrupted = append(resp.Interrupted, messageInfo(v))
 	}
 	if cfg, err := s.d.Config(); err == nil {
-		if migs, err := s.d.Pipeline.Migrations(cfg); err == nil {
-			for _, m := range migs {
-				if m.Processed {
-					resp.MigrationsProcessed++
-				} else {
-					resp.MigrationsPending++
-				}
-			}
+		if done, pending, err := s.d.Pipeline.MigrationCounts(cfg); err == nil {
+			resp.MigrationsProcessed, resp.MigrationsPending = int32(done), int32(pending)
 		}
 	}
 	for _, w := range s.d.Leases.Workers() {

@@ -118,6 +118,16 @@ type Summary struct {
 func (s *Store) Summarize() (Summary, error) {
 	var sum Summary
 	s.mu.Lock()
+	if s.inbox.keys == nil {
+		// No index yet (a fresh process, e.g. status with no controller):
+		// count names instead of reading every queued file.
+		sum, err := s.summarizeByNamesLocked()
+		s.mu.Unlock()
+		if err != nil {
+			return sum, err
+		}
+		return s.finishSummary(sum)
+	}
 	es, err := s.inboxLocked()
 	if err != nil {
 		s.mu.Unlock()
@@ -140,6 +150,11 @@ func (s *Store) Summarize() (Summary, error) {
 		}
 	}
 	s.mu.Unlock()
+	return s.finishSummary(sum)
+}
+
+// finishSummary sorts the interrupted messages and counts done and dead.
+func (s *Store) finishSummary(sum Summary) (Summary, error) {
 	sort.Slice(sum.Interrupted, func(i, j int) bool { return message.IDLess(sum.Interrupted[i].ID, sum.Interrupted[j].ID) })
 	var err2 error
 	if sum.Done, err2 = s.countDir(layout.Done); err2 != nil {
@@ -246,4 +261,42 @@ func (s *Store) countDir(rel string) (int, error) {
 		s.cacheMu.Unlock()
 	}
 	return n, nil
+}
+
+// summarizeByNamesLocked is Summarize from the inbox's names and the open
+// runs alone: only the files of interrupted messages are read, so its cost
+// does not grow with the queue's length. s.mu is held.
+func (s *Store) summarizeByNamesLocked() (Summary, error) {
+	var sum Summary
+	ents, err := os.ReadDir(s.path(layout.Inbox))
+	if err != nil {
+		return sum, fmt.Errorf("list inbox: %w", err)
+	}
+	present := make(map[string]bool, len(ents))
+	for _, de := range ents {
+		n := de.Name()
+		if !layout.IsMessageFile(n) || s.skipped[n] {
+			continue
+		}
+		present[n] = true
+	}
+	sum.Queued = len(present)
+	for id := range s.openRunsLocked() {
+		st, err := readState(s.path(layout.Runs, id))
+		if err != nil || !present[st.File] {
+			continue
+		}
+		n, ok := s.InterruptedAttempt(id)
+		if !ok {
+			continue
+		}
+		m, err := readHeadFile(s.path(layout.Inbox, st.File))
+		if err != nil || m.ID() != id {
+			continue
+		}
+		seq, _ := m.Seq()
+		sum.Interrupted = append(sum.Interrupted, MessageView{ID: id, Name: strings.TrimSuffix(st.File, layout.MessageExt), Chain: m.Chain(), Seq: seq,
+			State: StateInterrupted, Attempt: n, Message: m})
+	}
+	return sum, nil
 }
