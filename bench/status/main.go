@@ -63,6 +63,10 @@ func run(ctl string, queued, runs int) error {
 		dirs[i] = dir
 	}
 	benchproj.Settle()
+	// A queue a person looks at was written more than two seconds ago;
+	// within that window a store cannot trust its own listing from the
+	// open (see store.openListing) and lists the inbox a second time.
+	time.Sleep(2 * time.Second)
 	var times [2][]float64
 	for r := 0; r < runs+1; r++ {
 		for i, dir := range dirs {

@@ -268,24 +268,21 @@ func (s *Store) countDir(rel string) (int, error) {
 // does not grow with the queue's length. s.mu is held.
 func (s *Store) summarizeByNamesLocked() (Summary, error) {
 	var sum Summary
-	ents, err := os.ReadDir(s.path(layout.Inbox))
+	names, err := s.inboxNamesLocked()
 	if err != nil {
 		return sum, fmt.Errorf("list inbox: %w", err)
 	}
-	present := make(map[string]bool, len(ents))
-	for _, de := range ents {
-		n := de.Name()
-		if !layout.IsMessageFile(n) || s.skipped[n] {
-			continue
+	for _, n := range names {
+		if layout.IsMessageFile(n) && !s.skipped[n] {
+			sum.Queued++
 		}
-		present[n] = true
 	}
-	sum.Queued = len(present)
 	for id := range s.openRunsLocked() {
 		st, err := readState(s.path(layout.Runs, id))
-		if err != nil || !present[st.File] {
+		if err != nil || !layout.IsMessageFile(st.File) || s.skipped[st.File] {
 			continue
 		}
+		// readHeadFile below fails when the file is no longer queued.
 		n, ok := s.InterruptedAttempt(id)
 		if !ok {
 			continue

@@ -96,6 +96,9 @@ type Store struct {
 
 	mu      sync.Mutex      // serialises inbox, outbox, dead/, done/ and processed.md changes
 	skipped map[string]bool // inbox files refused but not movable (Skip)
+	opened  openListing     // the inbox as listed when the store opened
+	// reusedOpen says a summary used opened instead of listing (tests).
+	reusedOpen bool
 	// deferChains: chainless inbox files are listed, not rewritten.
 	deferChains bool
 	inbox       inboxIndex // the inbox as last listed (index.go)
@@ -152,13 +155,14 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open decree store: create %s: %w", s.path(d), err)
 		}
 	}
-	if err := s.recover(); err != nil {
+	inboxNames, err := s.recover()
+	if err != nil {
 		return nil, err
 	}
 	if err := s.loadInstanceID(); err != nil {
 		return nil, err
 	}
-	s.observeChains()
+	s.observeChains(inboxNames)
 	return s, nil
 }
 
@@ -224,39 +228,56 @@ func isTemp(name string) bool {
 }
 
 // recover removes temporary files of interrupted writes and notes that lost
-// their message (an interrupted dead-letter or requeue).
-func (s *Store) recover() error {
+// their message (an interrupted dead-letter or requeue). It returns the
+// inbox's names as it listed them, so opening a store lists a long queue
+// once (names only, unsorted: no stat, no sort).
+func (s *Store) recover() (inbox []string, err error) {
 	dirs := []string{s.dir, s.path(layout.Inbox), s.path(layout.Done), s.path(layout.Dead), s.path(layout.Outbox), s.path(layout.Runs)}
-	runs, err := os.ReadDir(s.path(layout.Runs))
+	runs, err := listNames(s.path(layout.Runs))
 	if err != nil {
-		return fmt.Errorf("open decree store: list %s: %w", s.path(layout.Runs), err)
+		return nil, fmt.Errorf("open decree store: list %s: %w", s.path(layout.Runs), err)
 	}
 	for _, r := range runs {
-		if r.IsDir() {
-			dirs = append(dirs, s.path(layout.Runs, r.Name()))
+		if fi, err := os.Lstat(s.path(layout.Runs, r)); err == nil && fi.IsDir() {
+			dirs = append(dirs, s.path(layout.Runs, r))
 		}
 	}
-	for _, d := range dirs {
-		ents, err := os.ReadDir(d)
+	var dead []string
+	for i, d := range dirs {
+		var (
+			stamp   dirStamp
+			stamped bool
+			at      = time.Now()
+		)
+		if i == 1 {
+			stamp, stamped = stampOf(d)
+		}
+		names, err := listNames(d)
 		if err != nil {
-			return fmt.Errorf("open decree store: list %s: %w", d, err)
+			return nil, fmt.Errorf("open decree store: list %s: %w", d, err)
 		}
-		for _, e := range ents {
-			if e.Type().IsRegular() && isTemp(e.Name()) {
-				p := filepath.Join(d, e.Name())
-				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return fmt.Errorf("open decree store: remove leftover temporary file %s: %w", p, err)
-				}
-				s.log.Info("removed a temporary file left by an interrupted write", "path", p)
+		switch i {
+		case 1:
+			inbox = names
+			s.opened = openListing{names: names, stamp: stamp, stamped: stamped, at: at}
+		case 3:
+			dead = names
+		}
+		for _, name := range names {
+			if !isTemp(name) {
+				continue
 			}
+			p := filepath.Join(d, name)
+			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("open decree store: remove leftover temporary file %s: %w", p, err)
+			}
+			s.log.Info("removed a temporary file left by an interrupted write", "path", p)
 		}
 	}
-	ents, err := os.ReadDir(s.path(layout.Dead))
-	if err != nil {
-		return fmt.Errorf("open decree store: list %s: %w", s.path(layout.Dead), err)
-	}
-	for _, e := range ents {
-		name := e.Name()
+	for _, name := range dead {
 		if !strings.HasSuffix(name, layout.DeadNoteSuffix) {
 			continue
 		}
@@ -264,35 +285,84 @@ func (s *Store) recover() error {
 		if _, err := os.Lstat(s.path(layout.Dead, msg)); errors.Is(err, fs.ErrNotExist) {
 			p := s.path(layout.Dead, name)
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("open decree store: remove orphaned note %s: %w", p, err)
+				return nil, fmt.Errorf("open decree store: remove orphaned note %s: %w", p, err)
 			}
 			s.log.Info("removed a dead-letter note whose message is not in dead/", "path", p)
 		}
 	}
-	return fsutil.SyncDir(s.path(layout.Dead))
+	return inbox, fsutil.SyncDir(s.path(layout.Dead))
+}
+
+// openListing is the inbox's listing taken when the store opened, with
+// the directory's stamp read before it. A summary made soon after (status
+// without a controller) reuses it instead of listing a long queue again
+// when the stamp is unchanged and was already old when the listing began:
+// a change after the listing would then have set a later mtime (the rule
+// git applies to racily clean index entries).
+type openListing struct {
+	names   []string
+	stamp   dirStamp
+	stamped bool
+	at      time.Time
+}
+
+// racyWindow is how much older than a listing a directory's mtime must be
+// for an unchanged stamp to prove the listing still current: coarser than
+// any file system's timestamp granularity decree runs on.
+const racyWindow = 2 * time.Second
+
+// inboxNamesLocked lists the inbox, or returns the listing taken at open
+// while it provably still holds. The listing is used once. s.mu is held.
+func (s *Store) inboxNamesLocked() ([]string, error) {
+	o := s.opened
+	s.opened = openListing{}
+	if o.stamped && o.stamp.mtime < o.at.Add(-racyWindow).UnixNano() {
+		if now, ok := stampOf(s.path(layout.Inbox)); ok && now == o.stamp {
+			s.reusedOpen = true
+			return o.names, nil
+		}
+	}
+	return listNames(s.path(layout.Inbox))
+}
+
+// listNames lists a directory's names, unsorted and without a stat each:
+// the cheapest listing there is, for directories that may be long (the
+// inbox).
+func listNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // observeChains feeds every chain id found on disk to the generator, so a
 // new controller (or embedded decreectl) never hands out an id already used
-// in this project, even within the same second.
+// in this project, even within the same second. inbox is the inbox's
+// listing taken when the store opened.
 //
 // Run directories are named by message id and every processed message has
 // one. Messages in inbox/ and dead/ may have none yet (queued, or refused
 // before any attempt) and are usually named by their name, not their id:
 // they are parsed for the chain. done/ is covered by runs/.
-func (s *Store) observeChains() {
+func (s *Store) observeChains(inbox []string) {
 	for _, d := range []string{layout.Inbox, layout.Done, layout.Dead, layout.Runs} {
-		ents, err := os.ReadDir(s.path(d))
-		if err != nil {
-			continue
+		names := inbox
+		if d != layout.Inbox {
+			var err error
+			if names, err = listNames(s.path(d)); err != nil {
+				continue
+			}
 		}
-		for _, e := range ents {
-			if chain, _, ok := message.SplitID(strings.TrimSuffix(e.Name(), ".md")); ok {
+		for _, name := range names {
+			if chain, _, ok := message.SplitID(strings.TrimSuffix(name, ".md")); ok {
 				s.chains.Observe(chain)
 				continue
 			}
-			if (d == layout.Inbox || d == layout.Dead) && e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
-				if c := fileChain(s.path(d, e.Name())); c != "" {
+			if (d == layout.Inbox || d == layout.Dead) && strings.HasSuffix(name, ".md") && !isTemp(name) {
+				// readHeadFile opens regular files only.
+				if c := fileChain(s.path(d, name)); c != "" {
 					s.chains.Observe(c)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/decreehq/decree/pkg/message"
 )
@@ -70,5 +71,61 @@ func TestSummarizeWithoutIndex(t *testing.T) {
 	}
 	if !reflect.DeepEqual(byNames, indexed) {
 		t.Errorf("summaries differ:\nby names %+v\nindexed  %+v", byNames, indexed)
+	}
+}
+
+// The listing a store takes when it opens serves a summary made right
+// after only while it provably still holds: an inbox changed after the
+// open is listed again, whether its stamp was old or recent.
+func TestSummaryAfterOpenSeesLaterChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		age    time.Duration // how old the inbox's mtime is at open
+		change func(t *testing.T, inbox string)
+		want   int
+		reused bool
+	}{
+		{"old and unchanged", time.Hour, func(*testing.T, string) {}, 3, true},
+		{"recent and unchanged", 0, func(*testing.T, string) {}, 3, false},
+		{"old, one added", time.Hour, func(t *testing.T, inbox string) { write(t, filepath.Join(inbox, "d.md"), "d\n") }, 4, false},
+		{"recent, one added", 0, func(t *testing.T, inbox string) { write(t, filepath.Join(inbox, "d.md"), "d\n") }, 4, false},
+		{"old, one removed", time.Hour, func(t *testing.T, inbox string) {
+			if err := os.Remove(filepath.Join(inbox, "a.md")); err != nil {
+				t.Fatal(err)
+			}
+		}, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			openStore(t, root).Close() // lays out .decree/
+			inbox := filepath.Join(root, ".decree", "inbox")
+			for _, n := range []string{"a", "b", "c"} {
+				write(t, filepath.Join(inbox, n+".md"), n+"\n")
+			}
+			if tc.age > 0 {
+				old := time.Now().Add(-tc.age)
+				if err := os.Chtimes(inbox, old, old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := openStore(t, root)
+			defer s.Close()
+			listed := s.opened.names != nil
+			tc.change(t, inbox)
+			sum, err := s.Summarize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Queued != tc.want {
+				t.Errorf("queued = %d, want %d", sum.Queued, tc.want)
+			}
+			if !listed {
+				t.Fatal("the store kept no listing from its open")
+			}
+			// The listing is reused exactly when the stamp proves it current.
+			if got := s.reusedOpen; got != tc.reused {
+				t.Errorf("open listing reused = %v, want %v", got, tc.reused)
+			}
+		})
 	}
 }

@@ -25,11 +25,25 @@ func splitChain(s string) (time.Time, int, bool) {
 			return time.Time{}, 0, false
 		}
 	}
-	t, err := time.ParseInLocation(chainTimeLayout, s[:14], time.UTC)
-	if err != nil {
+	// By hand rather than time.Parse: a store opening a long queue checks
+	// every name. time.Date normalises out-of-range fields, so a field that
+	// does not survive the round trip was out of range.
+	num := func(i, n int) int {
+		v := 0
+		for _, c := range s[i : i+n] {
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	y, mo, d, h, mi, se := num(0, 4), num(4, 2), num(6, 2), num(8, 2), num(10, 2), num(12, 2)
+	if mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || se > 59 {
 		return time.Time{}, 0, false
 	}
-	return t, int(s[14]-'0')*10 + int(s[15]-'0'), true
+	t := time.Date(y, time.Month(mo), d, h, mi, se, 0, time.UTC)
+	if t.Day() != d || int(t.Month()) != mo {
+		return time.Time{}, 0, false
+	}
+	return t, num(14, 2), true
 }
 
 // ChainGen hands out chain ids: the UTC time to the second and a 2-digit

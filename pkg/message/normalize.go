@@ -3,7 +3,6 @@ package message
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -25,8 +24,6 @@ type NormalizeInput struct {
 	Seq int
 }
 
-var idRe = regexp.MustCompile(`^([0-9]{16})-([0-9]{1,9})$`)
-
 // ChainFromFileName returns the chain and seq a "<chain>-<seq>.md" file name
 // carries.
 func ChainFromFileName(name string) (chain string, seq int, ok bool) {
@@ -38,16 +35,23 @@ func ChainFromFileName(name string) (chain string, seq int, ok bool) {
 }
 
 // SplitID returns the chain and seq of a message id "<chain>-<seq>".
+// It is called for every name of a long queue, so it parses by hand
+// (the same language as the pattern ^[0-9]{16}-[0-9]{1,9}$).
 func SplitID(id string) (chain string, seq int, ok bool) {
-	m := idRe.FindStringSubmatch(id)
-	if m == nil || !ValidChain(m[1]) {
+	if len(id) < 18 || len(id) > 26 || id[16] != '-' {
 		return "", 0, false
 	}
-	n, err := strconv.Atoi(m[2])
-	if err != nil {
+	for i := 17; i < len(id); i++ {
+		c := id[i]
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+		seq = seq*10 + int(c-'0')
+	}
+	if !ValidChain(id[:16]) {
 		return "", 0, false
 	}
-	return m[1], n, true
+	return id[:16], seq, true
 }
 
 // IDLess orders message ids by chain, then by numeric seq ("c-2" before
