@@ -161,22 +161,46 @@ func (s *Store) ReadRunRecord(id string) (RunRecord, error) {
 
 // chainUsage sums own with the recorded usage of the chain's earlier
 // messages (nil when nothing was recorded).
+//
+// The earlier messages' sum is read once per run, and from as few files as
+// possible: a finished earlier run.json carries its own chain_usage (the
+// sum through that message), so the walk back from seq-1 stops at the
+// first finished record; a message without one (never started, or still
+// open) adds its own usage and the walk goes on. A long chain therefore
+// costs one read per message, not one per earlier message.
 func (r *Run) chainUsage(own *usage.Totals) *usage.Totals {
-	chain, seq, ok := message.SplitID(r.id)
-	var total usage.Totals
+	r.beforeOnce.Do(func() { r.before = r.s.chainUsageBefore(r.id) })
+	total := r.before
 	if own != nil {
 		total.Add(*own)
-	}
-	for k := 0; ok && k < seq; k++ {
-		rec, err := r.s.ReadRunRecord(chain + "-" + strconv.Itoa(k))
-		if err == nil && rec.Usage != nil {
-			total.Add(*rec.Usage)
-		}
 	}
 	if total.IsZero() {
 		return nil
 	}
 	return &total
+}
+
+// chainUsageBefore is the usage recorded by the messages of id's chain
+// before it (seq 0 .. seq-1).
+func (s *Store) chainUsageBefore(id string) usage.Totals {
+	var total usage.Totals
+	chain, seq, ok := message.SplitID(id)
+	for k := seq - 1; ok && k >= 0; k-- {
+		rec, err := s.ReadRunRecord(chain + "-" + strconv.Itoa(k))
+		if err != nil {
+			continue
+		}
+		if rec.Outcome != "" && (rec.ChainUsage != nil || rec.Usage == nil) {
+			if rec.ChainUsage != nil {
+				total.Add(*rec.ChainUsage)
+			}
+			break
+		}
+		if rec.Usage != nil {
+			total.Add(*rec.Usage)
+		}
+	}
+	return total
 }
 
 // SetMerge records how the message's parallel chain was merged in its

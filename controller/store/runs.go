@@ -160,6 +160,10 @@ type Run struct {
 	state RunState
 	// unsynced lists the paths written since the last Commit (see Commit).
 	unsynced map[string]bool
+	// before is what the chain's earlier messages cost, read once (see
+	// chainUsage).
+	before     usage.Totals
+	beforeOnce sync.Once
 }
 
 // StartRun opens the run directory of a message whose processing begins.

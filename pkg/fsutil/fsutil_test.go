@@ -3,6 +3,7 @@ package fsutil
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -309,5 +310,41 @@ func TestReplaceFileUnsyncedNoTornReads(t *testing.T) {
 			t.Fatalf("read %d bytes that are no complete version", len(b))
 		}
 		reads++
+	}
+}
+
+// SyncFiles syncs a batch larger than its concurrency bound, skips a path
+// that no longer exists, and reports a path it cannot open.
+func TestSyncFilesBatch(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i := 0; i < 3*syncParallel; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		if i%2 == 1 {
+			p = filepath.Join(sub, fmt.Sprintf("f%d", i))
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	paths = append(paths, filepath.Join(dir, "gone"), sub)
+	if err := SyncFiles(paths...); err != nil {
+		t.Fatalf("SyncFiles: %v", err)
+	}
+	locked := filepath.Join(dir, "locked")
+	if err := os.Mkdir(locked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(locked, "ENOTDIR-parent", "x")
+	if err := os.WriteFile(filepath.Join(locked, "ENOTDIR-parent"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncFiles(append(paths, bad)...); err == nil {
+		t.Fatal("SyncFiles of a path under a regular file succeeded")
 	}
 }
