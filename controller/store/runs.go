@@ -188,6 +188,11 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 	switch {
 	case err == nil && st.Outcome == "":
 		r.state = st
+		// Registered already, unless a version without the registry
+		// started it.
+		if _, err := s.markOpen(e.ID); err != nil {
+			return nil, fmt.Errorf("start run %s: %w", e.ID, err)
+		}
 		return r, nil
 	case err == nil:
 		if err := s.archiveRun(e.ID); err != nil {
@@ -195,6 +200,15 @@ func (s *Store) StartRun(start RunStart) (*Run, error) {
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("start run %s: %w", e.ID, err)
+	}
+	// Registered as open before its first state exists (openruns.go),
+	// and durable with the first Commit.
+	marker, err := s.markOpen(e.ID)
+	if err != nil {
+		return nil, fmt.Errorf("start run %s: %w", e.ID, err)
+	}
+	if marker != "" {
+		r.markUnsynced(marker)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start run %s: create %s: %w", e.ID, dir, err)
@@ -311,17 +325,7 @@ func (s *Store) openRunsLocked() map[string]bool {
 	scanned := s.open != nil
 	s.cacheMu.Unlock()
 	if !scanned {
-		open := map[string]bool{}
-		if ents, err := os.ReadDir(s.path(layout.Runs)); err == nil {
-			for _, e := range ents {
-				if !e.IsDir() || CheckID(e.Name()) != nil {
-					continue
-				}
-				if st, err := readState(s.path(layout.Runs, e.Name())); err != nil || st.Outcome == "" {
-					open[e.Name()] = true
-				}
-			}
-		}
+		open := s.scanOpenRuns()
 		s.cacheMu.Lock()
 		if s.open == nil {
 			s.open = open
@@ -751,6 +755,7 @@ func (r *Run) Finish(outcome string) (RunRecord, error) {
 	if err := r.Commit(); err != nil {
 		return RunRecord{}, err
 	}
+	r.s.markFinished(r.id)
 	return rec, nil
 }
 

@@ -155,14 +155,16 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open decree store: create %s: %w", s.path(d), err)
 		}
 	}
-	inboxNames, err := s.recover()
-	if err != nil {
+	if err := s.recover(); err != nil {
 		return nil, err
 	}
 	if err := s.loadInstanceID(); err != nil {
 		return nil, err
 	}
-	s.observeChains(inboxNames)
+	if _, err := os.Stat(s.openRunsDir()); errors.Is(err, fs.ErrNotExist) {
+		s.open = s.buildOpenRuns() // once per project: a version without the registry made it
+	}
+	s.chains.SetFloor(s.observeChains)
 	return s, nil
 }
 
@@ -228,14 +230,23 @@ func isTemp(name string) bool {
 }
 
 // recover removes temporary files of interrupted writes and notes that lost
-// their message (an interrupted dead-letter or requeue). It returns the
-// inbox's names as it listed them, so opening a store lists a long queue
-// once (names only, unsorted: no stat, no sort).
-func (s *Store) recover() (inbox []string, err error) {
-	dirs := []string{s.dir, s.path(layout.Inbox), s.path(layout.Done), s.path(layout.Dead), s.path(layout.Outbox), s.path(layout.Runs)}
-	runs, err := listNames(s.path(layout.Runs))
+// their message (an interrupted dead-letter or requeue). Its listing of
+// the inbox (names only, unsorted: no stat, no sort) is kept for a summary
+// made soon after (openListing), so status lists a long queue once.
+func (s *Store) recover() error {
+	// done/ and runs/ are not swept: messages and run directories enter
+	// them by rename, and nothing writes a file there; both grow with the
+	// project's history.
+	dirs := []string{s.dir, s.path(layout.Inbox), s.path(layout.Dead), s.path(layout.Outbox)}
+	// Temporary files are left by a write interrupted in a run that was
+	// open: the registry names those (see openruns.go). A project without
+	// it yet has every run directory looked at.
+	runs, err := listNames(s.openRunsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		runs, err = listNames(s.path(layout.Runs))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open decree store: list %s: %w", s.path(layout.Runs), err)
+		return fmt.Errorf("open decree store: list %s: %w", s.path(layout.Runs), err)
 	}
 	for _, r := range runs {
 		if fi, err := os.Lstat(s.path(layout.Runs, r)); err == nil && fi.IsDir() {
@@ -254,13 +265,12 @@ func (s *Store) recover() (inbox []string, err error) {
 		}
 		names, err := listNames(d)
 		if err != nil {
-			return nil, fmt.Errorf("open decree store: list %s: %w", d, err)
+			return fmt.Errorf("open decree store: list %s: %w", d, err)
 		}
 		switch i {
 		case 1:
-			inbox = names
 			s.opened = openListing{names: names, stamp: stamp, stamped: stamped, at: at}
-		case 3:
+		case 2:
 			dead = names
 		}
 		for _, name := range names {
@@ -268,11 +278,15 @@ func (s *Store) recover() (inbox []string, err error) {
 				continue
 			}
 			p := filepath.Join(d, name)
+			if i == 0 && strings.HasPrefix(name, "."+layout.OpenRuns+".tmp-") {
+				os.RemoveAll(p) // an open-run registry whose build was cut short
+				continue
+			}
 			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("open decree store: remove leftover temporary file %s: %w", p, err)
+				return fmt.Errorf("open decree store: remove leftover temporary file %s: %w", p, err)
 			}
 			s.log.Info("removed a temporary file left by an interrupted write", "path", p)
 		}
@@ -285,12 +299,12 @@ func (s *Store) recover() (inbox []string, err error) {
 		if _, err := os.Lstat(s.path(layout.Dead, msg)); errors.Is(err, fs.ErrNotExist) {
 			p := s.path(layout.Dead, name)
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("open decree store: remove orphaned note %s: %w", p, err)
+				return fmt.Errorf("open decree store: remove orphaned note %s: %w", p, err)
 			}
 			s.log.Info("removed a dead-letter note whose message is not in dead/", "path", p)
 		}
 	}
-	return inbox, fsutil.SyncDir(s.path(layout.Dead))
+	return fsutil.SyncDir(s.path(layout.Dead))
 }
 
 // openListing is the inbox's listing taken when the store opened, with
@@ -339,21 +353,18 @@ func listNames(dir string) ([]string, error) {
 
 // observeChains feeds every chain id found on disk to the generator, so a
 // new controller (or embedded decreectl) never hands out an id already used
-// in this project, even within the same second. inbox is the inbox's
-// listing taken when the store opened.
+// in this project, even within the same second. It runs before the
+// store's first new chain id (ChainGen.SetFloor), not when it opens.
 //
 // Run directories are named by message id and every processed message has
 // one. Messages in inbox/ and dead/ may have none yet (queued, or refused
 // before any attempt) and are usually named by their name, not their id:
 // they are parsed for the chain. done/ is covered by runs/.
-func (s *Store) observeChains(inbox []string) {
+func (s *Store) observeChains() {
 	for _, d := range []string{layout.Inbox, layout.Done, layout.Dead, layout.Runs} {
-		names := inbox
-		if d != layout.Inbox {
-			var err error
-			if names, err = listNames(s.path(d)); err != nil {
-				continue
-			}
+		names, err := listNames(s.path(d))
+		if err != nil {
+			continue
 		}
 		for _, name := range names {
 			if chain, _, ok := message.SplitID(strings.TrimSuffix(name, ".md")); ok {

@@ -59,7 +59,17 @@ type ChainGen struct {
 	last    time.Time // second of the last id handed out or observed
 	counter int       // counter of that id
 	any     bool
+
+	floor     func() // observes the ids that exist (SetFloor)
+	floorOnce sync.Once
 }
+
+// SetFloor gives the generator a function that Observes every id already
+// in use; it runs once, before the first Next. Looking for the ids in use
+// costs a listing of the project's queue and history, which a process
+// that never makes a chain (status) then does not pay. Call it before the
+// generator is shared.
+func (g *ChainGen) SetFloor(observe func()) { g.floor = observe }
 
 // NewChainGen returns a generator reading the clock now (time.Now when nil).
 func NewChainGen(now func() time.Time) *ChainGen {
@@ -72,6 +82,9 @@ func NewChainGen(now func() time.Time) *ChainGen {
 // Next returns a new chain id, greater than every id returned or observed
 // before.
 func (g *ChainGen) Next() string {
+	if g.floor != nil {
+		g.floorOnce.Do(g.floor)
+	}
 	sec := g.now().UTC().Truncate(time.Second)
 	g.mu.Lock()
 	defer g.mu.Unlock()

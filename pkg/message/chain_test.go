@@ -144,3 +144,24 @@ func TestValidChain(t *testing.T) {
 		}
 	}
 }
+
+// The floor runs once, at the first Next, and the ids it observes are
+// never handed out.
+func TestChainGenFloorRunsOnceAtFirstNext(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := NewChainGen(func() time.Time { return now })
+	calls := 0
+	g.SetFloor(func() { calls++; g.Observe("2026010100000007") })
+	if calls != 0 {
+		t.Fatal("the floor ran before any id was asked for")
+	}
+	if got := g.Next(); got != "2026010100000008" {
+		t.Errorf("first id = %s, want 2026010100000008", got)
+	}
+	if got := g.Next(); got != "2026010100000009" {
+		t.Errorf("second id = %s, want 2026010100000009", got)
+	}
+	if calls != 1 {
+		t.Errorf("the floor ran %d times, want 1", calls)
+	}
+}

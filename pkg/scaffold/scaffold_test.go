@@ -207,6 +207,7 @@ func TestGitIgnoreCoversRuntimeFiles(t *testing.T) {
 		{layout.StatCache, true},
 		{layout.Objects + "/ab/cdef", true},
 		{layout.Requests + "/key.json", true},
+		{layout.OpenRuns + "/2025010100000000-0", true},
 		{layout.Venv + "/bin/python", true},
 		{layout.Runs + "/1-0/.state.json.tmp-spare", true},
 		{layout.Config, false},
