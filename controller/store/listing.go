@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -225,42 +224,17 @@ func firstLine(s string) string {
 	return line
 }
 
-// dirCount caches the number of messages in a directory by its stamp.
-type dirCount struct {
-	stamp dirStamp
-	n     int
-}
-
-// countDir counts the message files in a .decree/ directory, cached while
-// the directory is unchanged.
+// countDir counts the message files in a .decree/ directory, from the
+// directory cache while the directory is unchanged (dircache.go).
 func (s *Store) countDir(rel string) (int, error) {
-	dir := s.path(rel)
-	st, stamped := stampOf(dir)
-	s.cacheMu.Lock()
-	c, ok := s.counts[rel]
-	s.cacheMu.Unlock()
-	if stamped && ok && c.stamp == st {
-		return c.n, nil
+	if f, ok := s.cachedFacts(rel); ok {
+		return f.Messages, nil
 	}
-	ents, err := os.ReadDir(dir)
+	_, f, err := s.listFacts(rel)
 	if err != nil {
 		return 0, fmt.Errorf("count %s: %w", rel, err)
 	}
-	n := 0
-	for _, e := range ents {
-		if layout.IsMessageFile(e.Name()) && !e.IsDir() {
-			n++
-		}
-	}
-	if stamped {
-		s.cacheMu.Lock()
-		if s.counts == nil {
-			s.counts = map[string]dirCount{}
-		}
-		s.counts[rel] = dirCount{stamp: st, n: n}
-		s.cacheMu.Unlock()
-	}
-	return n, nil
+	return f.Messages, nil
 }
 
 // summarizeByNamesLocked is Summarize from the inbox's names and the open
@@ -268,13 +242,19 @@ func (s *Store) countDir(rel string) (int, error) {
 // does not grow with the queue's length. s.mu is held.
 func (s *Store) summarizeByNamesLocked() (Summary, error) {
 	var sum Summary
-	names, err := s.inboxNamesLocked()
-	if err != nil {
-		return sum, fmt.Errorf("list inbox: %w", err)
-	}
-	for _, n := range names {
-		if layout.IsMessageFile(n) && !s.skipped[n] {
-			sum.Queued++
+	if f, ok := s.cachedFacts(layout.Inbox); ok && len(s.skipped) == 0 {
+		sum.Queued = f.Messages
+		s.reusedOpen = true
+	} else {
+		ents, f, err := s.listFacts(layout.Inbox)
+		if err != nil {
+			return sum, fmt.Errorf("list inbox: %w", err)
+		}
+		sum.Queued = f.Messages
+		for _, e := range ents {
+			if s.skipped[e.Name()] && layout.IsMessageFile(e.Name()) && !e.IsDir() {
+				sum.Queued--
+			}
 		}
 	}
 	for id := range s.openRunsLocked() {

@@ -96,8 +96,8 @@ type Store struct {
 
 	mu      sync.Mutex      // serialises inbox, outbox, dead/, done/ and processed.md changes
 	skipped map[string]bool // inbox files refused but not movable (Skip)
-	opened  openListing     // the inbox as listed when the store opened
-	// reusedOpen says a summary used opened instead of listing (tests).
+	// reusedOpen says a summary counted the inbox from the directory
+	// cache, without a listing (tests).
 	reusedOpen bool
 	// deferChains: chainless inbox files are listed, not rewritten.
 	deferChains bool
@@ -113,7 +113,7 @@ type Store struct {
 	cacheMu     sync.Mutex
 	interrupted map[string]int      // message id -> interrupted attempt (0: none), see InterruptedAttempt
 	open        map[string]bool     // ids of runs without an outcome (nil: not scanned yet)
-	counts      map[string]dirCount // message counts of done/ and dead/ by stamp
+	facts       map[string]dirFacts // what listings of .decree/ directories found (dircache.go)
 	runIdx      *runIndex           // run ids by the stamp of runs/, see runindex.go
 
 	runReads atomic.Int64 // state.json files read by OpenRun, see RunReads
@@ -155,6 +155,7 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open decree store: create %s: %w", s.path(d), err)
 		}
 	}
+	s.loadDirCache()
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
@@ -230,14 +231,14 @@ func isTemp(name string) bool {
 }
 
 // recover removes temporary files of interrupted writes and notes that lost
-// their message (an interrupted dead-letter or requeue). Its listing of
-// the inbox (names only, unsorted: no stat, no sort) is kept for a summary
-// made soon after (openListing), so status lists a long queue once.
+// their message (an interrupted dead-letter or requeue). A directory the
+// directory cache knows to be clean, unchanged since, is not listed
+// (dircache.go), so a long queue costs nothing here.
 func (s *Store) recover() error {
 	// done/ and runs/ are not swept: messages and run directories enter
 	// them by rename, and nothing writes a file there; both grow with the
 	// project's history.
-	dirs := []string{s.dir, s.path(layout.Inbox), s.path(layout.Dead), s.path(layout.Outbox)}
+	rels := []string{"", layout.Inbox, layout.Dead, layout.Outbox}
 	// Temporary files are left by a write interrupted in a run that was
 	// open: the registry names those (see openruns.go). A project without
 	// it yet has every run directory looked at.
@@ -250,39 +251,32 @@ func (s *Store) recover() error {
 	}
 	for _, r := range runs {
 		if fi, err := os.Lstat(s.path(layout.Runs, r)); err == nil && fi.IsDir() {
-			dirs = append(dirs, s.path(layout.Runs, r))
+			rels = append(rels, filepath.Join(layout.Runs, r))
 		}
 	}
-	var dead []string
-	for i, d := range dirs {
-		var (
-			stamp   dirStamp
-			stamped bool
-			at      = time.Now()
-		)
-		if i == 1 {
-			stamp, stamped = stampOf(d)
+	for _, rel := range rels {
+		if f, ok := s.cachedFacts(rel); ok && f.Clean {
+			continue
 		}
-		names, err := listNames(d)
+		ents, facts, err := s.listFacts(rel)
 		if err != nil {
-			return fmt.Errorf("open decree store: list %s: %w", d, err)
+			return fmt.Errorf("open decree store: list %s: %w", s.path(rel), err)
 		}
-		switch i {
-		case 1:
-			s.opened = openListing{names: names, stamp: stamp, stamped: stamped, at: at}
-		case 2:
-			dead = names
+		if facts.Clean {
+			continue
 		}
-		for _, name := range names {
+		d := s.path(rel)
+		for _, e := range ents {
+			name := e.Name()
 			if !isTemp(name) {
 				continue
 			}
 			p := filepath.Join(d, name)
-			if i == 0 && strings.HasPrefix(name, "."+layout.OpenRuns+".tmp-") {
+			if rel == "" && strings.HasPrefix(name, "."+layout.OpenRuns+".tmp-") {
 				os.RemoveAll(p) // an open-run registry whose build was cut short
 				continue
 			}
-			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+			if !e.Type().IsRegular() {
 				continue
 			}
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -290,8 +284,21 @@ func (s *Store) recover() error {
 			}
 			s.log.Info("removed a temporary file left by an interrupted write", "path", p)
 		}
+		if rel == layout.Dead {
+			if err := s.removeOrphanNotes(ents); err != nil {
+				return err
+			}
+		}
 	}
-	for _, name := range dead {
+	return nil
+}
+
+// removeOrphanNotes removes dead-letter notes whose message is not in
+// dead/ (a dead-letter interrupted before its move, a requeue before the
+// note's removal).
+func (s *Store) removeOrphanNotes(ents []os.DirEntry) error {
+	for _, e := range ents {
+		name := e.Name()
 		if !strings.HasSuffix(name, layout.DeadNoteSuffix) {
 			continue
 		}
@@ -305,38 +312,6 @@ func (s *Store) recover() error {
 		}
 	}
 	return fsutil.SyncDir(s.path(layout.Dead))
-}
-
-// openListing is the inbox's listing taken when the store opened, with
-// the directory's stamp read before it. A summary made soon after (status
-// without a controller) reuses it instead of listing a long queue again
-// when the stamp is unchanged and was already old when the listing began:
-// a change after the listing would then have set a later mtime (the rule
-// git applies to racily clean index entries).
-type openListing struct {
-	names   []string
-	stamp   dirStamp
-	stamped bool
-	at      time.Time
-}
-
-// racyWindow is how much older than a listing a directory's mtime must be
-// for an unchanged stamp to prove the listing still current: coarser than
-// any file system's timestamp granularity decree runs on.
-const racyWindow = 2 * time.Second
-
-// inboxNamesLocked lists the inbox, or returns the listing taken at open
-// while it provably still holds. The listing is used once. s.mu is held.
-func (s *Store) inboxNamesLocked() ([]string, error) {
-	o := s.opened
-	s.opened = openListing{}
-	if o.stamped && o.stamp.mtime < o.at.Add(-racyWindow).UnixNano() {
-		if now, ok := stampOf(s.path(layout.Inbox)); ok && now == o.stamp {
-			s.reusedOpen = true
-			return o.names, nil
-		}
-	}
-	return listNames(s.path(layout.Inbox))
 }
 
 // listNames lists a directory's names, unsorted and without a stat each:

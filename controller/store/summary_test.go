@@ -74,9 +74,9 @@ func TestSummarizeWithoutIndex(t *testing.T) {
 	}
 }
 
-// The listing a store takes when it opens serves a summary made right
-// after only while it provably still holds: an inbox changed after the
-// open is listed again, whether its stamp was old or recent.
+// The directory cache serves a summary only while it provably still
+// holds: an inbox changed after the listing is listed again, whether its
+// stamp was old or recent.
 func TestSummaryAfterOpenSeesLaterChanges(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -110,7 +110,6 @@ func TestSummaryAfterOpenSeesLaterChanges(t *testing.T) {
 			}
 			s := openStore(t, root)
 			defer s.Close()
-			listed := s.opened.names != nil
 			tc.change(t, inbox)
 			sum, err := s.Summarize()
 			if err != nil {
@@ -118,9 +117,6 @@ func TestSummaryAfterOpenSeesLaterChanges(t *testing.T) {
 			}
 			if sum.Queued != tc.want {
 				t.Errorf("queued = %d, want %d", sum.Queued, tc.want)
-			}
-			if !listed {
-				t.Fatal("the store kept no listing from its open")
 			}
 			// The listing is reused exactly when the stamp proves it current.
 			if got := s.reusedOpen; got != tc.reused {
