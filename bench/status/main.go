@@ -7,6 +7,9 @@
 //	status-bench -decreectl PATH [-queued 10000] [-runs 7]
 //	status-bench -profile cpu.pprof [-queued 10000]
 //
+// A second line does the same with the history instead of the queue: 1
+// message processed against Q (their run directories and done/ files).
+//
 // -profile runs the status of the larger project in this process
 // (cli.Main) 30 times under the CPU profiler.
 package main
@@ -18,12 +21,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"time"
 
 	"github.com/decreehq/decree/bench/internal/benchproj"
 	"github.com/decreehq/decree/cmd/decreectl/cli"
+	"github.com/decreehq/decree/pkg/layout"
 )
 
 func main() {
@@ -50,14 +55,46 @@ func main() {
 }
 
 func run(ctl string, queued, runs int) error {
+	if err := compare(ctl, "status   ", "queued", queued, runs, func(dir string, n int) error {
+		return benchproj.Queue(dir, n, func(i int) string { return fmt.Sprintf("queued message %d\n", i) })
+	}); err != nil {
+		return err
+	}
+	return compare(ctl, "status   ", "done", queued, runs, history)
+}
+
+// history makes n processed messages: a done/ file and a finished run
+// directory each, as decree leaves them.
+func history(dir string, n int) error {
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("2025010100000000-%d", i)
+		if err := os.WriteFile(filepath.Join(layout.Path(dir, layout.Done), id+".md"), []byte("done\n"), 0o644); err != nil {
+			return err
+		}
+		rd := layout.Path(dir, layout.Runs, id)
+		if err := os.MkdirAll(rd, 0o755); err != nil {
+			return err
+		}
+		st := fmt.Sprintf(`{"message_id":%q,"file":%q,"routine":"noop","outcome":"succeeded","attempts":[]}`+"\n", id, id+".md")
+		for name, data := range map[string]string{layout.StateFile: st, layout.RunFile: "{}\n", layout.MessageFile: "done\n"} {
+			if err := os.WriteFile(filepath.Join(rd, name), []byte(data), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// compare times status on a project with 1 and with n of what fill makes.
+func compare(ctl, label, what string, n, runs int, fill func(dir string, n int) error) error {
 	var dirs [2]string
-	for i, q := range []int{1, queued} {
+	for i, q := range []int{1, n} {
 		dir, err := benchproj.New("decree-statusbench-", 1000, 10, "noop")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		if err := benchproj.Queue(dir, q, func(i int) string { return fmt.Sprintf("queued message %d\n", i) }); err != nil {
+		if err := fill(dir, q); err != nil {
 			return err
 		}
 		dirs[i] = dir
@@ -82,7 +119,7 @@ func run(ctl string, queued, runs int) error {
 		}
 	}
 	one, many := median(times[0]), median(times[1])
-	fmt.Printf("status    queued=1 ms=%.1f queued=%d ms=%.1f ratio=%.2f load=%s\n", one*1000, queued, many*1000, many/one, benchproj.LoadAvg())
+	fmt.Printf("%s %s=1 ms=%.1f %s=%d ms=%.1f ratio=%.2f load=%s\n", label, what, one*1000, what, n, many*1000, many/one, benchproj.LoadAvg())
 	return nil
 }
 
