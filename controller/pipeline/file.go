@@ -22,9 +22,14 @@ import (
 // controller's start (settleFiled), finish an interrupted filing the same
 // way, through the same function.
 
-// complete records that a successful message is done, then files it.
+// complete marks a successful message done and files it. The step is
+// staged, not written: it has no effect of its own, and the state goes to
+// disk with the filing's own write (Run.Finish), after the message left
+// the inbox. A crash in between leaves a collected machine whose message
+// is out of the inbox, which settleFiled completes at the next start
+// exactly as here.
 func (p *Pipeline) complete(ctx context.Context, m *msg) error {
-	if err := p.record(m, msgstate.Complete); err != nil {
+	if _, err := m.run.Stage(msgstate.Complete); err != nil {
 		return err
 	}
 	return p.file(ctx, m)
@@ -168,7 +173,7 @@ func (p *Pipeline) settleFiled(ctx context.Context) {
 		if st.Outcome != "" || inbox[st.File] {
 			continue
 		}
-		if st.Machine.Final() {
+		if completing := msgstate.Next(st.Machine) == msgstate.StepComplete; st.Machine.Final() || completing {
 			chain, seq, _ := message.SplitID(id)
 			e := store.Entry{File: st.File, ID: id, Chain: chain, Seq: seq}
 			if mm, err := p.messageOf(run); err == nil {
@@ -176,7 +181,11 @@ func (p *Pipeline) settleFiled(ctx context.Context) {
 			}
 			m := &msg{e: e, cfg: cfg, run: run}
 			p.log.Info("finishing the record of a message filed before the controller stopped", "message", id)
-			if err := p.file(ctx, m); err != nil {
+			file := p.file
+			if completing { // left the inbox with its completion staged (complete)
+				file = p.complete
+			}
+			if err := file(ctx, m); err != nil {
 				p.log.Error("finish a filed run", "message", id, "err", err)
 			}
 			continue

@@ -125,3 +125,58 @@ func TestSettleFiledByMachine(t *testing.T) {
 		t.Error("state.json keeps no history of the machine's steps")
 	}
 }
+
+// The loop stages a message's completion and writes it with the run's
+// end, after the move to done/: a controller stopped in between leaves a
+// collected machine whose message is in done/. The next start completes
+// it as the loop would: done, succeeded, its spec marked processed.
+func TestSettleFiledAfterStagedCompletion(t *testing.T) {
+	root := t.TempDir()
+	st, err := store.Open(root, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &message.Message{HasFrontmatter: true, Body: []byte("work\n")}
+	m.Set("type", message.TypeSpec)
+	m.Set("input_file", ".decree/migrations/01-a.spec.md")
+	e, err := st.CreateMessage("a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := st.StartRun(store.RunStart{Entry: e, Routine: "develop", Trigger: "inbox", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []func(msgstate.Msg) (msgstate.Msg, error){
+		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, 1) },
+		msgstate.Checkpoint,
+		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, 1) },
+		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, 1, true) },
+		msgstate.Collect,
+	} {
+		if _, err := run.Step(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.MarkDone(e.File); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	p := New(Deps{Store: st, Config: func() (*config.Config, error) { return cfg, nil }})
+	p.settleFiled(context.Background())
+	rec, err := st.ReadRunRecord(e.ID)
+	if err != nil || rec.Outcome != store.OutcomeSucceeded {
+		t.Fatalf("run.json: %+v, %v; want succeeded", rec, err)
+	}
+	done, err := st.Processed()
+	if err != nil || !done["01-a.spec.md"] {
+		t.Errorf("processed.md = %v, %v; want the spec listed", done, err)
+	}
+	again, err := st.OpenRun(e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := again.State().Machine.State; s != msgstate.Done {
+		t.Errorf("machine on disk = %s, want %s", s, msgstate.Done)
+	}
+}
