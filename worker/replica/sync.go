@@ -113,8 +113,8 @@ func (r *Replica) controllerManifest(ctx context.Context, c Client, token, want 
 	if err != nil {
 		return nil, "", fmt.Errorf("replica sync: the controller's manifest was refused: %w", err)
 	}
-	if d, err := wiremanifest.Digest(target); err != nil || d != resp.GetDigest() {
-		return nil, "", fmt.Errorf("%w: the manifest received hashes to %s, not to its digest %s", ErrDigestMismatch, d, resp.GetDigest())
+	if d := wiremanifest.DigestEntries(resp.GetFiles()); d != resp.GetDigest() {
+		return nil, "", fmt.Errorf("%w: the manifest received hashes to %s, not to its digest %s (are the controller and this worker of different decree versions? the digest changed in this one)", ErrDigestMismatch, d, resp.GetDigest())
 	}
 	return target, resp.GetDigest(), nil
 }
@@ -157,8 +157,7 @@ func (r *Replica) apply(ctx context.Context, c Client, token string, local, targ
 			os.Remove(p)
 		}
 	}()
-	for _, p := range local.Paths() {
-		e := local.Files[p]
+	for p, e := range local.Files {
 		if e.Mode == checkpoint.ModeSymlink || e.Size == 0 || need[e.SHA256] == nil || staged[e.SHA256] != "" {
 			continue
 		}
