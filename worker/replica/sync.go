@@ -236,7 +236,7 @@ func (r *Replica) record(ws []written) {
 	}
 	for _, x := range ws {
 		if x.key.olderThan(stamp) {
-			r.cache.Entries[x.rel] = cacheEntry{Key: x.key, Sum: x.sum}
+			r.cache.Entries[x.rel] = cacheEntry{Key: x.key, Sum: hex.EncodeToString(x.sum[:])}
 		} else {
 			delete(r.cache.Entries, x.rel)
 		}
