@@ -268,12 +268,14 @@ func (r *Replica) Scan(ctx context.Context) (*checkpoint.Manifest, error) {
 		}
 	}
 	r.cache.Entries = next
-	if !changed {
+	if !changed && !r.cacheDirty {
 		return m, nil
 	}
 	if err := r.saveCache(); err != nil {
 		r.log.Warn("replica stat cache not saved; the next scan rereads files", "err", err)
+		return m, nil
 	}
+	r.cacheDirty = false
 	return m, nil
 }
 

@@ -228,8 +228,13 @@ func (r *Replica) apply(ctx context.Context, c Client, token string, local, targ
 }
 
 // record puts the files just written into the stat cache (those older
-// than a fresh stamp; the others are simply hashed at the next scan).
+// than a fresh stamp; the others are simply hashed at the next scan). The
+// cache file is rewritten now only when many files were written (an
+// initial sync); after a few, the next Scan (the one after the routine,
+// which rewrites it anyway when the routine changed files) saves it: a
+// crash before that costs hashing those few files again.
 func (r *Replica) record(ws []written) {
+	r.cacheDirty = true
 	stamp, err := r.stamp()
 	if err != nil {
 		return
@@ -241,9 +246,14 @@ func (r *Replica) record(ws []written) {
 			delete(r.cache.Entries, x.rel)
 		}
 	}
+	if len(ws) <= 64+len(r.cache.Entries)/16 {
+		return
+	}
 	if err := r.saveCache(); err != nil {
 		r.log.Warn("replica stat cache not saved", "err", err)
+		return
 	}
+	r.cacheDirty = false
 }
 
 // remove deletes a tracked file or symlink and then its parent
