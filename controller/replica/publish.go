@@ -129,8 +129,17 @@ func changedPaths(prev *pubState, tree *checkpoint.Manifest, ctx map[string]ctxF
 		if paths, ok := checkpoint.ChangedSince(prev.tree, tree); ok {
 			out = paths
 		} else {
-			for _, c := range checkpoint.Compare(prev.tree, tree) {
-				out = append(out, c.Path)
+			// Another manifest (a lane's tree): compare the two maps
+			// (no allocation per entry, as Compare's would).
+			for p, e := range tree.Files {
+				if old, ok := prev.tree.Files[p]; !ok || old != e {
+					out = append(out, p)
+				}
+			}
+			for p := range prev.tree.Files {
+				if _, ok := tree.Files[p]; !ok {
+					out = append(out, p)
+				}
 			}
 		}
 	}
