@@ -138,17 +138,15 @@ func appendRecord(b []byte, path, sum string, size int64, mode uint32, link stri
 	return append(b, link...)
 }
 
-// wireMode is the wire mode of a manifest mode.
+// wireMode is the wire mode of a manifest mode, as EntryToProto sends it.
 func wireMode(m checkpoint.Mode) uint32 {
 	switch m {
 	case checkpoint.ModeExec:
 		return WireExec
 	case checkpoint.ModeSymlink:
 		return WireSymlink
-	case checkpoint.ModeFile:
-		return WireFile
 	}
-	return uint32(m)
+	return WireFile
 }
 
 // canonicalMode maps git's spellings of the wire modes to the wire's.
