@@ -17,7 +17,7 @@
 // what a replica costs for a whole message, against rsync alone (which
 // needs no checkpoint). Each row carries the load average.
 //
-//	go run ./bench/replica [-files 20000] [-mb 300] [-changed 10] [-reps 3]
+//	go run ./bench/replica [-files 20000] [-mb 300] [-changed 10] [-reps 3] [-increps N] [-incprofile cpu.prof]
 package main
 
 import (
@@ -65,6 +65,8 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	base := flag.String("dir", "", "directory for the trees (default: the system temp dir; /dev/shm takes the disk out)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	incProfile := flag.String("incprofile", "", "write a CPU profile of the incremental rows only (checkpoint, publish, sync and rsync after the changes) to this file")
+	incReps := flag.Int("increps", 0, "repetitions of the incremental rows (default: -reps)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -73,14 +75,17 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	if err := run(*base, *files, int64(*mb)<<20, *changed, *reps, *keep); err != nil {
+	if *incReps <= 0 {
+		*incReps = *reps
+	}
+	if err := run(*base, *files, int64(*mb)<<20, *changed, *reps, *incReps, *incProfile, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "replica-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(base string, files int, total int64, changed, reps int, keep bool) error {
+func run(base string, files int, total int64, changed, reps, incReps int, incProfile string, keep bool) error {
 	if _, err := exec.LookPath("rsync"); err != nil {
 		return fmt.Errorf("rsync is needed as the reference: %w", err)
 	}
@@ -202,7 +207,17 @@ func run(base string, files int, total int64, changed, reps int, keep bool) erro
 
 	ours, theirs = nil, nil
 	var pubs, whole []time.Duration
-	for i := 0; i < reps; i++ {
+	if incProfile != "" {
+		f, err := os.Create(incProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-incprofile: %w (not with -cpuprofile)", err)
+		}
+	}
+	for i := 0; i < incReps; i++ {
 		if err := mutate(src, changed, int64(i)); err != nil {
 			return err
 		}
@@ -232,6 +247,9 @@ func run(base string, files int, total int64, changed, reps int, keep bool) erro
 			return err
 		}
 		last = st
+	}
+	if incProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	row("incremental", ours, theirs, fmt.Sprintf("%d changed files: %d blobs, %.1f KB fetched", changed, last.FetchedBlobs, float64(last.FetchedBytes)/1024))
 	row("incr+ckpt", whole, theirs, "the controller's checkpoint + publish, then the sync: a whole message")

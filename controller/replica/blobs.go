@@ -29,9 +29,14 @@ func (s *Service) SendBlobs(ctx context.Context, token string, sums []string, se
 		if !checkpoint.ValidHash(sum) {
 			return fmt.Errorf("%w: %q is not a SHA-256 (64 lowercase hex digits)", ErrInvalid, sum)
 		}
-		if _, ok := p.paths[sum]; !ok {
+	}
+	paths := make([]string, len(sums))
+	for i, sum := range sums {
+		rel, ok := p.path(sum)
+		if !ok {
 			return fmt.Errorf("%w: %s (ask only for contents the manifest lists)", ErrForbidden, sum)
 		}
+		paths[i] = rel
 	}
 	// Small files are read and verified ahead by a few goroutines while
 	// earlier ones are being sent; the order of the stream is kept.
@@ -60,7 +65,7 @@ func (s *Service) SendBlobs(ctx context.Context, token string, sums []string, se
 	for w := 0; w < 4; w++ {
 		go func() {
 			for i := range next {
-				data, ok := s.smallFromTree(sums[i], p.paths[sums[i]])
+				data, ok := s.smallFromTree(sums[i], paths[i])
 				slots[i] <- loaded{data, ok}
 			}
 		}()
@@ -78,7 +83,7 @@ func (s *Service) SendBlobs(ctx context.Context, token string, sums []string, se
 			}
 			continue
 		}
-		if err := s.sendStored(sum, p.paths[sum], send); err != nil {
+		if err := s.sendStored(sum, paths[i], send); err != nil {
 			return err
 		}
 	}

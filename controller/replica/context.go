@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
 	"github.com/decreehq/decree/pkg/fsutil"
@@ -17,16 +18,40 @@ import (
 // maxContextFile bounds one read-only context file sent to replicas.
 const maxContextFile = 16 << 20
 
-// withContext returns tree plus the read-only context files under .decree/
-// (specs, prompts, routines, router guide, configuration, processed.md;
-// see wiremanifest.IsContextPath), storing their contents in the object
-// store so they can be served. Symlinks and files over 16 MiB there are
-// left out.
-func (s *Service) withContext(tree *checkpoint.Manifest) (*checkpoint.Manifest, error) {
-	out := &checkpoint.Manifest{Files: make(map[string]checkpoint.Entry, len(tree.Files)+16)}
-	for p, e := range tree.Files {
-		out.Files[p] = e
-	}
+// ctxFile is one read-only context file as last read, with the stat data
+// that lets the next Publish trust it without reading it again.
+type ctxFile struct {
+	entry checkpoint.Entry
+	key   ctxKey
+	// racy: read less than racyWindow after it was last changed, so the
+	// same stat data could hide a later write: read again next time.
+	racy bool
+}
+
+type ctxKey struct {
+	size, mtime, ctime int64
+	ino                uint64
+	mode               fs.FileMode
+}
+
+func ctxKeyOf(fi fs.FileInfo) ctxKey {
+	k := ctxKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
+	k.ctime, k.ino, _ = fsutil.StatCtimeIno(fi)
+	return k
+}
+
+// racyWindow is the racily-clean margin (as the checkpoint's): a file
+// read within it of its last change is read again at the next Publish.
+const racyWindow = 2 * time.Second
+
+// contextFiles returns the read-only context files under .decree/ (specs,
+// prompts, routines, router guide, configuration, processed.md; see
+// wiremanifest.IsContextPath), storing their contents in the object store
+// so they can be served. Symlinks and files over 16 MiB there are left
+// out. A file whose stat data is what prev recorded (and not racily
+// clean) is not read again: a Publish costs one lstat per context file.
+func (s *Service) contextFiles(prev map[string]ctxFile) (map[string]ctxFile, error) {
+	out := make(map[string]ctxFile, len(prev))
 	add := func(abs string, d fs.DirEntry) error {
 		if !d.Type().IsRegular() {
 			return nil
@@ -43,6 +68,12 @@ func (s *Service) withContext(tree *checkpoint.Manifest) (*checkpoint.Manifest, 
 		if err != nil || fi.Size() > maxContextFile {
 			return nil
 		}
+		key := ctxKeyOf(fi)
+		if old, ok := prev[rel]; ok && !old.racy && old.key == key && (old.entry.Size == 0 || s.opts.Objects.Has(old.entry.SHA256)) {
+			out[rel] = old
+			return nil
+		}
+		readAt := time.Now()
 		data, err := os.ReadFile(abs)
 		if err != nil {
 			return fmt.Errorf("read %s for replica workers: %w", rel, err)
@@ -54,7 +85,14 @@ func (s *Service) withContext(tree *checkpoint.Manifest) (*checkpoint.Manifest, 
 				return err
 			}
 		}
-		out.Files[rel] = checkpoint.Entry{SHA256: hexSum, Size: int64(len(data)), Mode: checkpoint.ModeOf(fi.Mode())}
+		last := max(key.mtime, key.ctime)
+		out[rel] = ctxFile{
+			entry: checkpoint.Entry{SHA256: hexSum, Size: int64(len(data)), Mode: checkpoint.ModeOf(fi.Mode())},
+			// The key must describe what was read: a file that changed
+			// size meanwhile is read again next time.
+			key:  key,
+			racy: int64(len(data)) != key.size || readAt.UnixNano()-last < int64(racyWindow),
+		}
 		return nil
 	}
 	for _, dir := range wiremanifest.ContextDirs() {

@@ -8,8 +8,9 @@
 //  1. The pipeline snapshots the project tree and Publishes the manifest
 //     (with the read-only context files under .decree/: specs, prompts,
 //     routines, configuration, which replicas receive but never send back);
-//     its digest (the SHA-256 of the manifest's canonical JSON, see
-//     pkg/wiremanifest) goes into Assignment.manifest_digest.
+//     its digest (see pkg/wiremanifest) goes into
+//     Assignment.manifest_digest. Publishing costs O(changes) since the
+//     previous publication (see Publish).
 //  2. The worker asks for the manifest (Manifest, by lease token), fetches
 //     the contents it lacks (SendBlobs: only hashes listed in that
 //     manifest are served; nothing else on the controller's disk can be
@@ -39,7 +40,6 @@ import (
 
 	"github.com/decreehq/decree/controller/lease"
 	"github.com/decreehq/decree/pkg/checkpoint"
-	"github.com/decreehq/decree/pkg/wiremanifest"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 )
 
@@ -92,17 +92,38 @@ type Service struct {
 	opts Options
 	log  *slog.Logger
 
+	// pubMu serialises Publish; last is the state it built last, the
+	// start of the next one (kept after its release: one manifest).
+	pubMu sync.Mutex
+	last  *pubState
+
 	mu        sync.Mutex
 	published map[string]*published
 }
 
 // published is one manifest workers may sync to.
 type published struct {
-	m       *checkpoint.Manifest
-	entries []*decreev1.FileEntry
-	// paths maps the hash of every regular file to one of its paths.
-	paths map[string]string
-	refs  int
+	st   *pubState
+	refs int
+
+	once     sync.Once
+	list     []*decreev1.FileEntry // st's entries, listed when first asked
+	full     map[string]string     // every content -> a path, when needed
+	fullOnce sync.Once
+}
+
+// path returns a path of the published tree whose regular file has
+// content sum.
+func (p *published) path(sum string) (string, bool) {
+	if rel, ok := p.st.index.overlay[sum]; ok && p.st.holds(rel, sum) {
+		return rel, true
+	}
+	if rel, ok := p.st.index.base[sum]; ok && p.st.holds(rel, sum) {
+		return rel, true
+	}
+	p.fullOnce.Do(func() { p.full = newBlobIndex(p.st).base })
+	rel, ok := p.full[sum]
+	return rel, ok
 }
 
 // New returns a Service.
@@ -127,26 +148,37 @@ func New(opts Options) (*Service, error) {
 // together with the read-only context files under .decree/ (specs,
 // prompts, routines, router guide, configuration), until release is called
 // (publishing the same content twice counts references). The digest covers
-// both. Materialize takes tree itself as its base.
+// both. Materialize takes tree itself as its base. tree must not be
+// modified afterwards (a snapshot's manifest never is).
+//
+// Publishing costs O(changes) since the previous Publish: the entries,
+// bucket sums and digest of the previous publication are kept, and only
+// the paths that changed since are converted and rehashed (for the
+// snapshots of a served tree, checkpoint.ChangedSince names them; for
+// another manifest the two trees are compared, which reads both maps but
+// converts only what differs); context files are read again only when
+// their stat data changed.
 func (s *Service) Publish(tree *checkpoint.Manifest) (digest string, release func(), err error) {
-	m, err := s.withContext(tree)
+	s.pubMu.Lock()
+	var prevCtx map[string]ctxFile
+	if s.last != nil {
+		prevCtx = s.last.ctx
+	}
+	ctx, err := s.contextFiles(prevCtx)
 	if err != nil {
+		s.pubMu.Unlock()
 		return "", nil, fmt.Errorf("publish workspace manifest: %w", err)
 	}
-	digest, err = wiremanifest.Digest(m)
-	if err != nil {
-		return "", nil, fmt.Errorf("publish workspace manifest: %w", err)
-	}
+	st := buildState(s.last, tree, ctx)
+	s.last = st
+	s.pubMu.Unlock()
+
+	digest = st.digest
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.published[digest]
 	if p == nil {
-		p = &published{m: m, entries: wiremanifest.ToProto(m), paths: map[string]string{}}
-		for path, e := range m.Files {
-			if e.Mode != checkpoint.ModeSymlink {
-				p.paths[e.SHA256] = path
-			}
-		}
+		p = &published{st: st}
 		s.published[digest] = p
 	}
 	p.refs++
@@ -186,7 +218,8 @@ func (s *Service) Manifest(token string) (*decreev1.GetWorkspaceManifestResponse
 	if err != nil {
 		return nil, err
 	}
-	return &decreev1.GetWorkspaceManifestResponse{Digest: digest, Files: p.entries}, nil
+	p.once.Do(func() { p.list = p.st.entries() })
+	return &decreev1.GetWorkspaceManifestResponse{Digest: digest, Files: p.list}, nil
 }
 
 func orDash(s string) string {

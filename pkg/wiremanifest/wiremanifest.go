@@ -3,24 +3,23 @@
 // exchange, validating everything that arrives from the other side, and
 // computes the manifest digest both sides agree on.
 //
-// The digest is the hex SHA-256 of the manifest's canonical JSON
-// (checkpoint.MarshalManifest: keys sorted, indented, trailing newline)
-// without the exact permission bits (Manifest.Perms and ExactPerms), which
-// the wire does not carry: replicas keep git's two file modes.
+// The digest (digest.go) is a two-level SHA-256 over the entries, grouped
+// in DigestBuckets buckets by a hash of their path, so that a controller
+// publishing a tree that changed in a few paths rehashes only their
+// buckets. It leaves out the exact permission bits (Manifest.Perms and
+// ExactPerms), which the wire does not carry: replicas keep git's two file
+// modes.
 //
 // Wire modes are 0644, 0755 and 0120000 (git's 100644 and 100755 are
 // accepted too).
 package wiremanifest
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/decreehq/decree/pkg/checkpoint"
@@ -39,92 +38,25 @@ const (
 	WireSymlink uint32 = 0o120000
 )
 
-// Digest is the hex SHA-256 of m's canonical JSON, the bytes
-// checkpoint.MarshalManifest produces. It streams that text into the hash
-// instead of building it through reflection (a 20,000-file manifest takes
-// a few milliseconds).
-func Digest(m *checkpoint.Manifest) (string, error) {
-	h := sha256.New()
-	w := bufio.NewWriterSize(h, 64<<10)
-	paths := m.Paths()
-	if len(paths) == 0 {
-		w.WriteString("{\n  \"files\": {}\n}\n")
-	} else {
-		w.WriteString("{\n  \"files\": {\n")
-		for i, p := range paths {
-			e := m.Files[p]
-			w.WriteString("    ")
-			if err := writeJSONString(w, p); err != nil {
-				return "", err
-			}
-			w.WriteString(": {\n      \"sha256\": ")
-			writeJSONString(w, e.SHA256)
-			w.WriteString(",\n      \"size\": ")
-			w.WriteString(strconv.FormatInt(e.Size, 10))
-			w.WriteString(",\n      \"mode\": ")
-			writeJSONString(w, e.Mode.String())
-			if e.Link != "" {
-				w.WriteString(",\n      \"link\": ")
-				if err := writeJSONString(w, e.Link); err != nil {
-					return "", err
-				}
-			}
-			w.WriteString("\n    }")
-			if i < len(paths)-1 {
-				w.WriteByte(',')
-			}
-			w.WriteByte('\n')
-		}
-		w.WriteString("  }\n}\n")
-	}
-	if err := w.Flush(); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// writeJSONString writes s as encoding/json writes it (HTML-safe
-// escaping), taking a shortcut for plain printable ASCII.
-func writeJSONString(w *bufio.Writer, s string) error {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		w.WriteByte('"')
-		w.WriteString(s)
-		w.WriteByte('"')
-		return nil
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	w.Write(b)
-	return nil
-}
-
 // ToProto lists m's entries in path order.
 func ToProto(m *checkpoint.Manifest) []*decreev1.FileEntry {
 	out := make([]*decreev1.FileEntry, 0, len(m.Files))
 	for _, p := range m.Paths() {
-		e := m.Files[p]
-		fe := &decreev1.FileEntry{Path: p, Sha256: e.SHA256, Size: e.Size, LinkTarget: e.Link}
-		switch e.Mode {
-		case checkpoint.ModeExec:
-			fe.Mode = WireExec
-		case checkpoint.ModeSymlink:
-			fe.Mode = WireSymlink
-		default:
-			fe.Mode = WireFile
-		}
-		out = append(out, fe)
+		out = append(out, EntryToProto(p, m.Files[p]))
 	}
 	return out
+}
+
+// EntryToProto is the wire form of the entry e at path p.
+func EntryToProto(p string, e checkpoint.Entry) *decreev1.FileEntry {
+	fe := &decreev1.FileEntry{Path: p, Sha256: e.SHA256, Size: e.Size, LinkTarget: e.Link, Mode: WireFile}
+	switch e.Mode {
+	case checkpoint.ModeExec:
+		fe.Mode = WireExec
+	case checkpoint.ModeSymlink:
+		fe.Mode = WireSymlink
+	}
+	return fe
 }
 
 // FromProto builds a manifest from entries that arrived over the wire and

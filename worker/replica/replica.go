@@ -90,6 +90,8 @@ type Replica struct {
 
 	mu    sync.Mutex
 	cache *statCache
+	// cacheDirty: cache holds entries its file lacks (see record).
+	cacheDirty bool
 }
 
 // Open prepares the replica in workspace ws, creating its private

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +41,11 @@ type fakeController struct {
 	fetched  int
 	bytes    int64
 	uploaded map[string][]byte
+	// onChunk, when set, is called before each chunk GetBlobs sends.
+	onChunk func()
+	// tamper, when set, changes the entries sent after their digest was
+	// computed.
+	tamper func([]*decreev1.FileEntry) []*decreev1.FileEntry
 }
 
 func (f *fakeController) set(t *testing.T, files map[string]string, links map[string]string, exec ...string) {
@@ -78,7 +84,11 @@ func (f *fakeController) GetWorkspaceManifest(context.Context, *decreev1.GetWork
 		m.Files[fe.GetPath()] = e
 	}
 	d, _ := wiremanifest.Digest(m)
-	return &decreev1.GetWorkspaceManifestResponse{Digest: d, Files: f.entries}, nil
+	entries := f.entries
+	if f.tamper != nil {
+		entries = f.tamper(slices.Clone(entries))
+	}
+	return &decreev1.GetWorkspaceManifestResponse{Digest: d, Files: entries}, nil
 }
 
 func (f *fakeController) GetBlobs(req *decreev1.GetBlobsRequest, stream grpc.ServerStreamingServer[decreev1.GetBlobsResponse]) error {
@@ -93,6 +103,12 @@ func (f *fakeController) GetBlobs(req *decreev1.GetBlobsRequest, stream grpc.Ser
 			return status.Errorf(codes.PermissionDenied, "blob %s not in the manifest", sum)
 		}
 		for off := 0; ; off += chunk {
+			f.mu.Lock()
+			onChunk := f.onChunk
+			f.mu.Unlock()
+			if onChunk != nil {
+				onChunk()
+			}
 			end := min(off+chunk, len(data))
 			if err := stream.Send(&decreev1.GetBlobsResponse{Sha256: sum, Offset: uint64(off), Data: data[off:end], Last: end == len(data)}); err != nil {
 				return err

@@ -28,7 +28,10 @@ type statKey struct {
 
 type cacheEntry struct {
 	Key statKey
-	Sum [32]byte
+	// Sum is the content's SHA-256 in hex, as manifests hold it (kept
+	// encoded: a scan of an unchanged tree then allocates nothing per
+	// file for it).
+	Sum string
 }
 
 // statCache maps paths to the stat data and hash last seen. An entry is
@@ -104,7 +107,7 @@ func (c *statCache) decode(data []byte) error {
 		if !ok || len(rest) < 32 {
 			return errors.New("truncated")
 		}
-		copy(e.Sum[:], rest[:32])
+		e.Sum = hex.EncodeToString(rest[:32])
 		rest = rest[32:]
 		c.Entries[p] = e
 	}
@@ -126,7 +129,9 @@ func (c *statCache) encode() []byte {
 		b = binary.AppendVarint(b, e.Key.Ctime)
 		b = binary.AppendUvarint(b, e.Key.Ino)
 		b = binary.AppendUvarint(b, uint64(e.Key.Mode))
-		b = append(b, e.Sum[:]...)
+		var sum [32]byte
+		hex.Decode(sum[:], []byte(e.Sum))
+		b = append(b, sum[:]...)
 	}
 	return b
 }
@@ -199,18 +204,19 @@ func (r *Replica) Scan(ctx context.Context) (*checkpoint.Manifest, error) {
 					cancel(fmt.Errorf("replica scan: read %s: %w", j.rel, err))
 					continue
 				}
+				hexSum := hex.EncodeToString(sum[:])
 				mu.Lock()
-				m.Files[j.rel] = checkpoint.Entry{SHA256: hex.EncodeToString(sum[:]), Size: size, Mode: checkpoint.ModeOf(fs.FileMode(j.key.Mode))}
+				m.Files[j.rel] = checkpoint.Entry{SHA256: hexSum, Size: size, Mode: checkpoint.ModeOf(fs.FileMode(j.key.Mode))}
 				if size == j.key.Size && j.key.olderThan(stamp) {
-					next[j.rel] = cacheEntry{Key: j.key, Sum: sum}
+					next[j.rel] = cacheEntry{Key: j.key, Sum: hexSum}
 				}
 				mu.Unlock()
 			}
 		}()
 	}
 	visit := func(rel string, info fs.FileInfo) error {
-		abs := filepath.Join(r.root, filepath.FromSlash(rel))
 		if info.Mode()&fs.ModeSymlink != 0 {
+			abs := filepath.Join(r.root, filepath.FromSlash(rel))
 			target, err := os.Readlink(abs)
 			if err != nil {
 				return fmt.Errorf("read symlink %s: %w", rel, err)
@@ -224,13 +230,13 @@ func (r *Replica) Scan(ctx context.Context) (*checkpoint.Manifest, error) {
 		key := keyOf(info)
 		if ce, ok := old[rel]; ok && ce.Key == key {
 			mu.Lock()
-			m.Files[rel] = checkpoint.Entry{SHA256: hex.EncodeToString(ce.Sum[:]), Size: key.Size, Mode: checkpoint.ModeOf(info.Mode())}
+			m.Files[rel] = checkpoint.Entry{SHA256: ce.Sum, Size: key.Size, Mode: checkpoint.ModeOf(info.Mode())}
 			next[rel] = ce
 			mu.Unlock()
 			return nil
 		}
 		select {
-		case jobs <- hashJob{rel: rel, abs: abs, key: key}:
+		case jobs <- hashJob{rel: rel, abs: filepath.Join(r.root, filepath.FromSlash(rel)), key: key}:
 			return nil
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -262,12 +268,14 @@ func (r *Replica) Scan(ctx context.Context) (*checkpoint.Manifest, error) {
 		}
 	}
 	r.cache.Entries = next
-	if !changed {
+	if !changed && !r.cacheDirty {
 		return m, nil
 	}
 	if err := r.saveCache(); err != nil {
 		r.log.Warn("replica stat cache not saved; the next scan rereads files", "err", err)
+		return m, nil
 	}
+	r.cacheDirty = false
 	return m, nil
 }
 

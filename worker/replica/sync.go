@@ -113,8 +113,8 @@ func (r *Replica) controllerManifest(ctx context.Context, c Client, token, want 
 	if err != nil {
 		return nil, "", fmt.Errorf("replica sync: the controller's manifest was refused: %w", err)
 	}
-	if d, err := wiremanifest.Digest(target); err != nil || d != resp.GetDigest() {
-		return nil, "", fmt.Errorf("%w: the manifest received hashes to %s, not to its digest %s", ErrDigestMismatch, d, resp.GetDigest())
+	if d := wiremanifest.DigestEntries(resp.GetFiles()); d != resp.GetDigest() {
+		return nil, "", fmt.Errorf("%w: the manifest received hashes to %s, not to its digest %s (are the controller and this worker of different decree versions? the digest changed in this one)", ErrDigestMismatch, d, resp.GetDigest())
 	}
 	return target, resp.GetDigest(), nil
 }
@@ -157,8 +157,7 @@ func (r *Replica) apply(ctx context.Context, c Client, token string, local, targ
 			os.Remove(p)
 		}
 	}()
-	for _, p := range local.Paths() {
-		e := local.Files[p]
+	for p, e := range local.Files {
 		if e.Mode == checkpoint.ModeSymlink || e.Size == 0 || need[e.SHA256] == nil || staged[e.SHA256] != "" {
 			continue
 		}
@@ -229,22 +228,32 @@ func (r *Replica) apply(ctx context.Context, c Client, token string, local, targ
 }
 
 // record puts the files just written into the stat cache (those older
-// than a fresh stamp; the others are simply hashed at the next scan).
+// than a fresh stamp; the others are simply hashed at the next scan). The
+// cache file is rewritten now only when many files were written (an
+// initial sync); after a few, the next Scan (the one after the routine,
+// which rewrites it anyway when the routine changed files) saves it: a
+// crash before that costs hashing those few files again.
 func (r *Replica) record(ws []written) {
+	r.cacheDirty = true
 	stamp, err := r.stamp()
 	if err != nil {
 		return
 	}
 	for _, x := range ws {
 		if x.key.olderThan(stamp) {
-			r.cache.Entries[x.rel] = cacheEntry{Key: x.key, Sum: x.sum}
+			r.cache.Entries[x.rel] = cacheEntry{Key: x.key, Sum: hex.EncodeToString(x.sum[:])}
 		} else {
 			delete(r.cache.Entries, x.rel)
 		}
 	}
+	if len(ws) <= 64+len(r.cache.Entries)/16 {
+		return
+	}
 	if err := r.saveCache(); err != nil {
 		r.log.Warn("replica stat cache not saved", "err", err)
+		return
 	}
+	r.cacheDirty = false
 }
 
 // remove deletes a tracked file or symlink and then its parent
