@@ -1289,7 +1289,10 @@ func (x *GetWorkspaceManifestRequest) GetLeaseToken() string {
 // GetWorkspaceManifestResponse is the controller's tree.
 type GetWorkspaceManifestResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Digest of the manifest (matches Assignment.manifest_digest).
+	// Digest of the manifest (matches Assignment.manifest_digest): SHA-256
+	// of "decree manifest digest 2\n" followed by 1,024 bucket sums, as
+	// defined in pkg/wiremanifest/digest.go; a worker checks the files it
+	// received against it.
 	Digest string `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
 	// Every file.
 	Files         []*FileEntry `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
