@@ -71,8 +71,12 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 	if a.GetMessageId() == "" {
 		out = io.Discard
 	}
+	var client logship.Client = w.client
+	if w.opts.Logs != nil {
+		client = w.opts.Logs
+	}
 	up := &logship.Uploader{
-		Client:     w.client,
+		Client:     client,
 		LeaseToken: token,
 		MessageID:  a.GetMessageId(),
 		Attempt:    a.GetAttempt(),
