@@ -3,81 +3,12 @@ package logship
 import (
 	"bytes"
 	"context"
-	"io"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
-	decreev1 "github.com/decreehq/decree/proto/decree/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	"github.com/decreehq/decree/worker/logship/logshiptest"
 )
-
-// slowStore is a Client whose every chunk takes delay to store, as a busy
-// controller or disk would: it keeps the chunks it got and the log they
-// make, refusing gaps as the controller does.
-type slowStore struct {
-	delay time.Duration
-
-	mu     sync.Mutex
-	chunks []*decreev1.LogChunk // copies, in arrival order
-	log    bytes.Buffer
-	sent   chan struct{} // poked at every stored chunk
-}
-
-func (s *slowStore) UploadLogs(ctx context.Context, _ ...grpc.CallOption) (grpc.ClientStreamingClient[decreev1.UploadLogsRequest, decreev1.UploadLogsResponse], error) {
-	return &slowUpload{s: s, ctx: ctx}, nil
-}
-
-type slowUpload struct {
-	grpc.ClientStream
-	s   *slowStore
-	ctx context.Context
-	err error
-}
-
-func (u *slowUpload) Send(req *decreev1.UploadLogsRequest) error {
-	if u.err != nil {
-		return io.EOF
-	}
-	time.Sleep(u.s.delay)
-	c := req.GetChunk()
-	u.s.mu.Lock()
-	defer u.s.mu.Unlock()
-	if c.GetOffset() > uint64(u.s.log.Len()) {
-		u.err = status.Errorf(codes.OutOfRange, "gap at %d", c.GetOffset())
-		return io.EOF
-	}
-	if end := c.GetOffset() + uint64(len(c.GetData())); end > uint64(u.s.log.Len()) {
-		u.s.log.Write(c.GetData()[uint64(u.s.log.Len())-c.GetOffset():])
-	}
-	cp := &decreev1.LogChunk{Sequence: c.GetSequence(), Offset: c.GetOffset(), Data: bytes.Clone(c.GetData())}
-	u.s.chunks = append(u.s.chunks, cp)
-	if u.s.sent != nil {
-		select {
-		case u.s.sent <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
-
-func (u *slowUpload) CloseAndRecv() (*decreev1.UploadLogsResponse, error) {
-	if u.err != nil {
-		return nil, u.err
-	}
-	u.s.mu.Lock()
-	defer u.s.mu.Unlock()
-	return &decreev1.UploadLogsResponse{StoredOffsets: map[string]uint64{"routine": uint64(u.s.log.Len())}}, nil
-}
-
-func (u *slowUpload) Header() (metadata.MD, error) { return nil, nil }
-func (u *slowUpload) Trailer() metadata.MD         { return nil }
-func (u *slowUpload) CloseSend() error             { return nil }
-func (u *slowUpload) Context() context.Context     { return u.ctx }
 
 // While the store is slow, the bytes written meanwhile wait in the window
 // and go out as one chunk per read of up to ChunkSize: many small writes
@@ -90,7 +21,7 @@ func TestSlowStoreGetsCoalescedChunksInOrder(t *testing.T) {
 	for i := range want {
 		want[i] = byte(r.Uint32())
 	}
-	store := &slowStore{delay: 5 * time.Millisecond}
+	store := &logshiptest.Store{Delay: 5 * time.Millisecond}
 	buf := NewBuffer(4 << 20)
 	up := &Uploader{Client: store, LeaseToken: "t", MessageID: "m", Attempt: 1, Stream: "routine", Buffer: buf}
 	done := make(chan error, 1)
@@ -111,14 +42,13 @@ func TestSlowStoreGetsCoalescedChunksInOrder(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("upload did not finish")
 	}
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	if !bytes.Equal(store.log.Bytes(), want) {
-		t.Fatalf("stored %d bytes that differ from the %d written", store.log.Len(), len(want))
+	if got := store.Log(); !bytes.Equal(got, want) {
+		t.Fatalf("stored %d bytes that differ from the %d written", len(got), len(want))
 	}
 	var off uint64
 	largest := 0
-	for i, c := range store.chunks {
+	chunks := store.Chunks()
+	for i, c := range chunks {
 		if c.GetSequence() != uint64(i) || c.GetOffset() != off {
 			t.Fatalf("chunk %d: sequence %d at offset %d; want sequence %d at offset %d", i, c.GetSequence(), c.GetOffset(), i, off)
 		}
@@ -136,15 +66,15 @@ func TestSlowStoreGetsCoalescedChunksInOrder(t *testing.T) {
 	if largest <= 256<<10 {
 		t.Errorf("largest chunk %d bytes: the bytes waiting behind the slow store were not sent together", largest)
 	}
-	if len(store.chunks) > 64 {
-		t.Errorf("%d chunks for 6 MiB: not coalesced", len(store.chunks))
+	if len(chunks) > 64 {
+		t.Errorf("%d chunks for 6 MiB: not coalesced", len(chunks))
 	}
 }
 
 // Coalescing never holds bytes back: a line written while the uploader is
 // idle goes out at once, alone, without waiting for more to fill a chunk.
 func TestIdleLineIsSentAtOnce(t *testing.T) {
-	store := &slowStore{sent: make(chan struct{}, 1)}
+	store := &logshiptest.Store{Stored: make(chan struct{}, 1)}
 	buf := NewBuffer(4 << 20)
 	up := &Uploader{Client: store, LeaseToken: "t", MessageID: "m", Attempt: 1, Stream: "routine", Buffer: buf, FlushInterval: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -157,7 +87,7 @@ func TestIdleLineIsSentAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case <-store.sent:
+		case <-store.Stored:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("line %d not sent within 5 s", i+1)
 		}
@@ -165,9 +95,7 @@ func TestIdleLineIsSentAtOnce(t *testing.T) {
 			t.Errorf("line %d took %v to be sent", i+1, d)
 		}
 	}
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	if got := store.log.String(); got != "first line\nsecond line\n" {
+	if got := string(store.Log()); got != "first line\nsecond line\n" {
 		t.Fatalf("stored %q", got)
 	}
 }
