@@ -137,9 +137,12 @@ type Options struct {
 	Backoff wbackoff.Policy
 	// Logs, when set, carries the assignments' logs instead of the
 	// connection's UploadLogs: a controller in the same process hands its
-	// in-process UploadLogs here (controller.LocalLogs), which stores each
-	// chunk without encoding it and copying it through a socket. Leases,
-	// offsets, resends and refusals behave as over the connection.
+	// in-process UploadLogs here (controller.LocalLogs), whose Send stores
+	// a chunk before it returns. The routine's output is then written
+	// through at once (logship.Direct): no window, no uploader goroutine,
+	// no copies, and no encoding or socket in between. Offsets, sequence
+	// numbers, retries and refusals are those of the connection's path.
+	// Only a client that stores in Send belongs here.
 	Logs logship.Client
 	// LogBufferBytes bounds the log bytes held unacknowledged per assignment
 	// (DefaultLogBufferBytes when zero). A routine writing faster than the

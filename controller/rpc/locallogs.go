@@ -18,11 +18,12 @@ import (
 // straight to the lease manager and the log book. Over the socket every
 // chunk was encoded, copied into gRPC's frames, written to the socket,
 // read, reassembled into one buffer and decoded into a copy before its
-// bytes reached the log file; in-process it is written from the worker's
-// chunk buffer. Everything else is the RPC's: the same lease checks, the
-// same stored offsets, and errors as the gRPC statuses the RPC answers
-// (scrubbed of the project's path), so the worker's uploader resends,
-// retries and gives up exactly as it does over a connection.
+// bytes reached the log file; in-process Send stores the chunk before it
+// returns, so the worker writes the routine's output through as it reads
+// it (worker.Options.Logs). Everything else is the RPC's: the same lease
+// checks, the same stored offsets, and errors as the gRPC statuses the RPC
+// answers (scrubbed of the project's path), so the worker retries and
+// gives up exactly as it does over a connection.
 //
 // Its UploadLogs has the generated client's signature, so a LocalLogs
 // stands in wherever the worker takes that client.

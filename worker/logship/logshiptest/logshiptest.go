@@ -26,6 +26,11 @@ type Store struct {
 	Delay time.Duration
 	// Stored, when set, is poked (without blocking) after every chunk.
 	Stored chan struct{}
+	// Refuse, when set, is asked before each chunk is stored: an error
+	// ends the call with it (a gRPC status error keeps its code), as a
+	// dropped connection (UNAVAILABLE) or a lost lease
+	// (FAILED_PRECONDITION) would.
+	Refuse func(*decreev1.LogChunk) error
 
 	mu     sync.Mutex
 	log    bytes.Buffer
@@ -76,6 +81,12 @@ func (c *call) Send(req *decreev1.UploadLogsRequest) error {
 	time.Sleep(c.s.Delay)
 	ch := req.GetChunk()
 	s := c.s
+	if s.Refuse != nil {
+		if err := s.Refuse(ch); err != nil {
+			c.err = err
+			return io.EOF
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	have := uint64(s.log.Len())
