@@ -6,10 +6,10 @@ import (
 	"sync"
 
 	"github.com/decreehq/decree/controller/lease"
+	"github.com/decreehq/decree/pkg/inproc"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -44,7 +44,8 @@ func (l *LocalLogs) UploadLogs(ctx context.Context, _ ...grpc.CallOption) (grpc.
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	return &localUpload{l: l, ctx: ctx, stored: map[string]uint64{}}, nil
+	u := &localUpload{l: l, ctx: ctx, stored: map[string]uint64{}}
+	return &inproc.ClientStream[decreev1.UploadLogsRequest, decreev1.UploadLogsResponse]{Ctx: ctx, SendFunc: u.Send, CloseFunc: u.CloseAndRecv}, nil
 }
 
 // localUpload is one in-process UploadLogs call.
@@ -56,8 +57,6 @@ type localUpload struct {
 	err    error // the call's end, as the server's status
 	closed bool
 }
-
-var _ grpc.ClientStreamingClient[decreev1.UploadLogsRequest, decreev1.UploadLogsResponse] = (*localUpload)(nil)
 
 func (u *localUpload) status(err error) error {
 	err = Status(err)
@@ -103,31 +102,4 @@ func (u *localUpload) CloseAndRecv() (*decreev1.UploadLogsResponse, error) {
 		return nil, status.FromContextError(err).Err()
 	}
 	return &decreev1.UploadLogsResponse{StoredOffsets: u.stored}, nil
-}
-
-func (u *localUpload) Header() (metadata.MD, error) { return metadata.MD{}, nil }
-func (u *localUpload) Trailer() metadata.MD         { return metadata.MD{} }
-func (u *localUpload) CloseSend() error             { return nil }
-func (u *localUpload) Context() context.Context     { return u.ctx }
-
-// SendMsg and RecvMsg serve callers that use the generic stream methods.
-func (u *localUpload) SendMsg(m any) error {
-	req, ok := m.(*decreev1.UploadLogsRequest)
-	if !ok {
-		return status.Errorf(codes.Internal, "log upload: a %T is not an UploadLogsRequest", m)
-	}
-	return u.Send(req)
-}
-
-func (u *localUpload) RecvMsg(m any) error {
-	resp, ok := m.(*decreev1.UploadLogsResponse)
-	if !ok {
-		return status.Errorf(codes.Internal, "log upload: cannot answer into a %T", m)
-	}
-	r, err := u.CloseAndRecv()
-	if err != nil {
-		return err
-	}
-	resp.StoredOffsets = r.StoredOffsets
-	return nil
 }

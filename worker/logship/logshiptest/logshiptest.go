@@ -12,10 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/decreehq/decree/pkg/inproc"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -43,7 +43,8 @@ func (s *Store) UploadLogs(ctx context.Context, _ ...grpc.CallOption) (grpc.Clie
 	s.mu.Lock()
 	s.calls++
 	s.mu.Unlock()
-	return &call{s: s, ctx: ctx, stored: map[string]uint64{}}, nil
+	c := &call{s: s, stored: map[string]uint64{}}
+	return &inproc.ClientStream[decreev1.UploadLogsRequest, decreev1.UploadLogsResponse]{Ctx: ctx, SendFunc: c.Send, CloseFunc: c.CloseAndRecv}, nil
 }
 
 // Log returns a copy of the bytes stored.
@@ -69,7 +70,6 @@ func (s *Store) Calls() int {
 
 type call struct {
 	s      *Store
-	ctx    context.Context
 	stored map[string]uint64
 	err    error
 }
@@ -114,28 +114,4 @@ func (c *call) CloseAndRecv() (*decreev1.UploadLogsResponse, error) {
 		return nil, c.err
 	}
 	return &decreev1.UploadLogsResponse{StoredOffsets: c.stored}, nil
-}
-
-func (c *call) Header() (metadata.MD, error) { return metadata.MD{}, nil }
-func (c *call) Trailer() metadata.MD         { return metadata.MD{} }
-func (c *call) CloseSend() error             { return nil }
-func (c *call) Context() context.Context     { return c.ctx }
-func (c *call) SendMsg(m any) error {
-	req, ok := m.(*decreev1.UploadLogsRequest)
-	if !ok {
-		return status.Errorf(codes.Internal, "a %T is not an UploadLogsRequest", m)
-	}
-	return c.Send(req)
-}
-func (c *call) RecvMsg(m any) error {
-	resp, ok := m.(*decreev1.UploadLogsResponse)
-	if !ok {
-		return status.Errorf(codes.Internal, "cannot answer into a %T", m)
-	}
-	r, err := c.CloseAndRecv()
-	if err != nil {
-		return err
-	}
-	resp.StoredOffsets = r.StoredOffsets
-	return nil
 }
