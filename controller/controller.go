@@ -119,6 +119,7 @@ type Controller struct {
 	cron   *crontab.Scheduler
 	server *grpc.Server
 	health *health.Server
+	local  *rpc.LocalLogs   // UploadLogs for a worker in this process
 	stats  *metrics.Metrics // nil unless Options.Metrics
 	cp     *checkpoint.Checkpointer
 
@@ -237,6 +238,7 @@ func (c *Controller) open() error {
 		Cron: c.cron, Daemon: c.opts.Daemon,
 	}))
 	decreev1.RegisterWorkerServiceServer(c.server, rpc.NewWorkerServer(leases).WithReplica(rep).WithRunFiles(st))
+	c.local = rpc.NewLocalLogs(leases, scrub)
 	c.health = health.NewServer()
 	healthpb.RegisterHealthServer(c.server, c.health)
 	// Reflection serves the API's descriptors with their comments.
@@ -429,6 +431,12 @@ func (c *Controller) Close() error {
 	}
 	return nil
 }
+
+// LocalLogs is WorkerService.UploadLogs for a worker running in this
+// process (decreectl's embedded worker, through worker.Options.Logs): its
+// logs reach the log book without the socket's encoding and copies. A
+// worker in another process uses the socket; see rpc.LocalLogs.
+func (c *Controller) LocalLogs() *rpc.LocalLogs { return c.local }
 
 // Pipeline exposes the processing loop (for embedding: decreectl waits for
 // the chains other clients submitted before it stops its controller, and

@@ -63,40 +63,7 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 	w.counted()
 
 	stream := LogStream(a)
-	buf := logship.NewBuffer(w.opts.LogBufferBytes)
-	// Work outside any message (beforeAll/afterAll hooks, naming a new
-	// message) has no run directory to keep a log in: its output is
-	// dropped rather than uploaded.
-	var out io.Writer = buf
-	if a.GetMessageId() == "" {
-		out = io.Discard
-	}
-	up := &logship.Uploader{
-		Client:     w.client,
-		LeaseToken: token,
-		MessageID:  a.GetMessageId(),
-		Attempt:    a.GetAttempt(),
-		Stream:     stream,
-		Buffer:     buf,
-		Logger:     log,
-		Backoff:    w.opts.Backoff,
-	}
-	upDone := make(chan error, 1)
-	go func() {
-		if a.GetMessageId() == "" {
-			upDone <- nil
-			return
-		}
-		err := up.Run(drain)
-		if err != nil {
-			buf.Abort(err)
-			if logship.Permanent(err) {
-				cancel(fmt.Errorf("the controller refused the log (lease lost?): %w", err))
-			}
-		}
-		upDone <- err
-	}()
-
+	logs := w.startLog(drain, a, token, stream, log, cancel)
 	go w.fence(jobCtx, token, cancel)
 	start := time.Now()
 	var res *Result
@@ -110,12 +77,12 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 		log.Warn("assignment not started", "reason", err)
 	case w.needsSync(a):
 		log.Info("assignment started")
-		res, rep, err = w.executeReplica(jobCtx, drain, a, out, log)
+		res, rep, err = w.executeReplica(jobCtx, drain, a, logs.out, log)
 	default:
 		log.Info("assignment started")
-		res, err = w.execute(jobCtx, a, out)
+		res, err = w.execute(jobCtx, a, logs.out)
 	}
-	_ = buf.Close()
+	logs.close()
 	stopped = jobCtx.Err() != nil
 	if err != nil {
 		res = &Result{Status: &decreev1.ExitStatus{ExitCode: -1, Error: err.Error()}}
@@ -142,14 +109,11 @@ func (w *worker) runJob(ctx, drain context.Context, a *decreev1.Assignment) {
 		}
 	}
 
-	if uerr := <-upDone; uerr != nil {
-		log.Error("log upload did not finish; the controller's log is incomplete", "stream", stream, "written", buf.Size(), "acked", buf.Acked(), "err", uerr)
-	}
 	req := &decreev1.CompleteAssignmentRequest{
 		LeaseToken: token,
 		Status:     st,
 		Output:     res.Output,
-		LogSizes:   map[string]uint64{stream: buf.Size()},
+		LogSizes:   map[string]uint64{stream: logs.wait()},
 	}
 	if a.GetMessageId() == "" {
 		req.LogSizes = nil

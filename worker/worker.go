@@ -70,6 +70,7 @@ import (
 	"github.com/decreehq/decree/pkg/layout"
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
 	wbackoff "github.com/decreehq/decree/worker/backoff"
+	"github.com/decreehq/decree/worker/logship"
 	"github.com/decreehq/decree/worker/replica"
 )
 
@@ -134,6 +135,15 @@ type Options struct {
 	Executor Executor
 	// Backoff spaces reconnections and retried uploads (200ms..30s when zero).
 	Backoff wbackoff.Policy
+	// Logs, when set, carries the assignments' logs instead of the
+	// connection's UploadLogs: a controller in the same process hands its
+	// in-process UploadLogs here (controller.LocalLogs), whose Send stores
+	// a chunk before it returns. The routine's output is then written
+	// through at once (logship.Direct): no window, no uploader goroutine,
+	// no copies, and no encoding or socket in between. Offsets, sequence
+	// numbers, retries and refusals are those of the connection's path.
+	// Only a client that stores in Send belongs here.
+	Logs logship.Client
 	// LogBufferBytes bounds the log bytes held unacknowledged per assignment
 	// (DefaultLogBufferBytes when zero). A routine writing faster than the
 	// upload blocks once this much is waiting.

@@ -52,8 +52,15 @@ func (e *GapError) Error() string {
 // PathFunc maps a key to its file; it must validate the key's parts.
 type PathFunc func(Key) (string, error)
 
-// ReadChunk is how many bytes a follower reads at a time.
-const ReadChunk = 64 << 10
+// ReadChunk is the most bytes a follower reads at a time: just under 1 MiB,
+// so that a chunk streamed over gRPC (WatchLogs) fits its 1 MiB buffer
+// class (gRPC clears a message's whole buffer before use: a 64 KiB chunk
+// cost clearing 1 MiB on each side). A follower's buffer starts at
+// firstRead and doubles while reads fill it, so following a quiet log
+// costs little memory.
+const ReadChunk = 1<<20 - 16<<10
+
+const firstRead = 64 << 10
 
 // Book is a set of logs. It is safe for concurrent use.
 type Book struct {
@@ -306,7 +313,7 @@ func (b *Book) FollowPending(ctx context.Context, k Key, offset uint64, pending 
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, ReadChunk)
+	buf := make([]byte, firstRead)
 	sawLive := false
 	var f *os.File
 	var dropped uint64
@@ -375,6 +382,9 @@ func (b *Book) FollowPending(ctx context.Context, k Key, offset uint64, pending 
 						return err
 					}
 					offset += uint64(n)
+					if n == len(buf) && len(buf) < ReadChunk {
+						buf = make([]byte, min(2*len(buf), ReadChunk))
+					}
 				}
 				if rerr == io.EOF || n == 0 {
 					break

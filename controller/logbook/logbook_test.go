@@ -204,3 +204,64 @@ func storeAll(b *testing.B, book *Book, chunk []byte, total uint64) {
 		off = n
 	}
 }
+
+// A follower reading a long log gets it in chunks that grow past 64 KiB up
+// to ReadChunk (fewer, larger WatchLogs messages), every byte once, in
+// order, at the offsets it was stored at, whether it follows a live log or
+// reads an ended one.
+func TestFollowerChunksGrowToReadChunk(t *testing.T) {
+	k := Key{MessageID: "m", Attempt: 1, Stream: "routine"}
+	want := make([]byte, 5<<20)
+	for i := range want {
+		want[i] = byte(i*7 + i/4096)
+	}
+	for _, live := range []bool{true, false} {
+		t.Run(fmt.Sprintf("live=%v", live), func(t *testing.T) {
+			b, _ := newBook(t)
+			b.Begin("m", 1)
+			if !live {
+				for off := 0; off < len(want); off += 32 << 10 {
+					if _, err := b.Append(k, uint64(off), want[off:off+32<<10]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				b.End("m", 1)
+			}
+			var got []byte
+			largest := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- b.Follow(context.Background(), k, 0, func(off uint64, d []byte) error {
+					if off != uint64(len(got)) {
+						return fmt.Errorf("chunk at offset %d after %d bytes", off, len(got))
+					}
+					got = append(got, d...)
+					largest = max(largest, len(d))
+					return nil
+				})
+			}()
+			if live {
+				for off := 0; off < len(want); off += 512 << 10 {
+					if _, err := b.Append(k, uint64(off), want[off:off+512<<10]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				b.End("m", 1)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("follower did not finish")
+			}
+			if string(got) != string(want) {
+				t.Fatalf("follower got %d bytes that differ from the %d stored", len(got), len(want))
+			}
+			if largest <= 64<<10 || largest > ReadChunk {
+				t.Fatalf("largest chunk %d bytes; want over 64 KiB and at most %d", largest, ReadChunk)
+			}
+		})
+	}
+}

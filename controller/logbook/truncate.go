@@ -19,7 +19,8 @@ const (
 	// opens more is refused with ErrTooManyStreams.
 	DefaultMaxStreams = 8
 	// MaxChunkBytes is the largest chunk Append accepts. Workers send
-	// 64 KiB chunks; a larger one is a bug or an attack.
+	// chunks of at most 1 MiB - 16 KiB (logship.DefaultChunkSize); a
+	// larger one is a bug or an attack.
 	MaxChunkBytes = 1 << 20
 )
 

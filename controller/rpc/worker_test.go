@@ -153,7 +153,7 @@ func dispatch(ctx context.Context, m *lease.Manager, a *lease.Work, req lease.Re
 	return ch
 }
 
-func upload(ctx context.Context, c decreev1.WorkerServiceClient, token string, chunks ...*decreev1.LogChunk) (*decreev1.UploadLogsResponse, error) {
+func upload(ctx context.Context, c uploader, token string, chunks ...*decreev1.LogChunk) (*decreev1.UploadLogsResponse, error) {
 	s, err := c.UploadLogs(ctx)
 	if err != nil {
 		return nil, err

@@ -23,7 +23,16 @@ type Client interface {
 
 // Defaults for the Uploader's tuning fields.
 const (
-	DefaultChunkSize     = 64 << 10
+	// DefaultChunkSize is just under 1 MiB so that a chunk's message
+	// (the bytes plus about a hundred of lease, message, stream and
+	// offsets) fits gRPC's 1 MiB buffer class with little to spare: gRPC
+	// takes each message's buffer from size classes of 32 KiB and 1 MiB
+	// and clears the whole buffer before use, on the sending and on the
+	// receiving side, so a 64 KiB chunk cost clearing 1 MiB twice (16
+	// times its bytes), and every chunk costs a lease check, a log write
+	// and a handful of allocations. A chunk is only as big as the bytes
+	// waiting when it is read, so slow output still goes out at once.
+	DefaultChunkSize     = 1<<20 - 16<<10
 	DefaultMaxChunks     = 1024
 	DefaultFlushInterval = 500 * time.Millisecond
 	// MaxChunkSize is the largest chunk the controller accepts (its log
@@ -71,6 +80,7 @@ type Uploader struct {
 	Streams int // UploadLogs calls made
 	Retries int // failed calls retried
 
+	buf     []byte      // a chunk's bytes, read from the Buffer
 	pending []sentChunk // sent, not acknowledged, contiguous from Buffer.Acked()
 	nextSeq uint64      // sequence number of the next new chunk
 }
@@ -103,7 +113,9 @@ func (u *Uploader) Run(ctx context.Context) error {
 	chunk := chunkSize(u.ChunkSize)
 	batch := u.BatchBytes
 	if batch <= 0 {
-		batch = len(u.Buffer.ring) / 2
+		// Half the window (its limit, fixed: the ring itself grows
+		// under the writer's lock while this runs).
+		batch = u.Buffer.limit / 2
 		if batch < chunk {
 			batch = chunk
 		}
@@ -120,7 +132,9 @@ func (u *Uploader) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	buf := make([]byte, chunk)
+	// The chunk buffer starts small (most attempts print little) and
+	// doubles, up to chunk, while reads fill it.
+	u.buf = make([]byte, min(chunk, initialRing))
 	u.nextSeq = 0
 	u.pending = nil
 	failures := 0
@@ -140,7 +154,7 @@ func (u *Uploader) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		stored, err := u.batch(ctx, buf, batch, maxChunks, flush)
+		stored, err := u.batch(ctx, chunk, batch, maxChunks, flush)
 		if err == nil {
 			if err = u.Buffer.ack(stored); err != nil {
 				u.Buffer.Abort(err)
@@ -183,7 +197,7 @@ func (u *Uploader) dropAcked(stored uint64) {
 
 // batch opens one UploadLogs stream, resends the pending chunks exactly,
 // sends new chunks, closes the stream and returns the stored offset.
-func (u *Uploader) batch(ctx context.Context, buf []byte, batch, maxChunks int, flush time.Duration) (uint64, error) {
+func (u *Uploader) batch(ctx context.Context, chunk, batch, maxChunks int, flush time.Duration) (uint64, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := u.Client.UploadLogs(sctx)
@@ -198,6 +212,7 @@ func (u *Uploader) batch(ctx context.Context, buf []byte, batch, maxChunks int, 
 	bytes, chunks := 0, 0
 	for bytes < batch && chunks < maxChunks {
 		var c sentChunk
+		buf := u.buf
 		if chunks < len(u.pending) {
 			c = u.pending[chunks]
 			n, _, err := u.Buffer.readAt(c.off, buf[:c.n])
@@ -250,6 +265,11 @@ func (u *Uploader) batch(ctx context.Context, buf []byte, batch, maxChunks int, 
 		if chunks >= len(u.pending) {
 			u.pending = append(u.pending, c)
 			u.nextSeq++
+			if c.n == len(u.buf) && len(u.buf) < chunk {
+				// Sent (gRPC encodes the message in Send): a
+				// full read asks for a bigger buffer.
+				u.buf = make([]byte, min(2*len(u.buf), chunk))
+			}
 		}
 		chunks++
 		pos = c.off + uint64(c.n)

@@ -57,7 +57,7 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 		wlog = slog.New(newLineHandler(stderr, slog.LevelError, nil))
 	}
 	go func() {
-		worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog})
+		worked <- worker.Run(wctx, worker.Options{Controller: target, Workspace: root, Logger: wlog, Logs: c.LocalLogs()})
 	}()
 	lanes := 0
 	if process {
@@ -71,7 +71,7 @@ func startEmbedded(ctx context.Context, root string, log *slog.Logger, stderr io
 				laneDone <- err
 				return
 			}
-			laneDone <- worker.Run(wctx, worker.Options{Controller: target, Workspace: ws, Logger: wlog})
+			laneDone <- worker.Run(wctx, worker.Options{Controller: target, Workspace: ws, Logger: wlog, Logs: c.LocalLogs()})
 		}()
 	}
 	if lanes > 0 {
