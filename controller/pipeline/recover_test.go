@@ -76,12 +76,12 @@ func TestRecoverFiledRuns(t *testing.T) {
 	}
 }
 
-// A run whose machine recorded it done, filed before run.json was written,
-// is finished through the loop's own filing step at the next start: its
-// record says succeeded and processed.md lists its spec.
-func TestSettleFiledByMachine(t *testing.T) {
-	root := t.TempDir()
-	st, err := store.Open(root, store.Options{})
+// filedSpecRun makes a spec message whose machine went through steps,
+// moved to done/ as the loop's filing does, and a pipeline over the
+// store.
+func filedSpecRun(t *testing.T, steps ...func(msgstate.Msg) (msgstate.Msg, error)) (*store.Store, store.Entry, *store.Run, *Pipeline) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +96,13 @@ func TestSettleFiledByMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tr := range []func(msgstate.Msg) (msgstate.Msg, error){
+	for _, tr := range append([]func(msgstate.Msg) (msgstate.Msg, error){
 		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, 1) },
 		msgstate.Checkpoint,
 		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, 1) },
 		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, 1, true) },
-		msgstate.Collect, msgstate.Complete,
-	} {
+		msgstate.Collect,
+	}, steps...) {
 		if _, err := run.Step(tr); err != nil {
 			t.Fatal(err)
 		}
@@ -111,8 +111,13 @@ func TestSettleFiledByMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	p := New(Deps{Store: st, Config: func() (*config.Config, error) { return cfg, nil }})
-	p.settleFiled(context.Background())
+	return st, e, run, New(Deps{Store: st, Config: func() (*config.Config, error) { return cfg, nil }})
+}
+
+// checkFiledSpec checks that the run of a filed spec is recorded as
+// succeeded and its spec marked processed.
+func checkFiledSpec(t *testing.T, st *store.Store, e store.Entry) {
+	t.Helper()
 	rec, err := st.ReadRunRecord(e.ID)
 	if err != nil || rec.Outcome != store.OutcomeSucceeded {
 		t.Fatalf("run.json: %+v, %v; want succeeded", rec, err)
@@ -121,6 +126,15 @@ func TestSettleFiledByMachine(t *testing.T) {
 	if err != nil || !done["01-a.spec.md"] {
 		t.Errorf("processed.md = %v, %v; want the spec listed", done, err)
 	}
+}
+
+// A run whose machine recorded it done, filed before run.json was written,
+// is finished through the loop's own filing step at the next start: its
+// record says succeeded and processed.md lists its spec.
+func TestSettleFiledByMachine(t *testing.T) {
+	st, e, run, p := filedSpecRun(t, msgstate.Complete)
+	p.settleFiled(context.Background())
+	checkFiledSpec(t, st, e)
 	if h := run.State().History; len(h) == 0 {
 		t.Error("state.json keeps no history of the machine's steps")
 	}
@@ -131,47 +145,9 @@ func TestSettleFiledByMachine(t *testing.T) {
 // collected machine whose message is in done/. The next start completes
 // it as the loop would: done, succeeded, its spec marked processed.
 func TestSettleFiledAfterStagedCompletion(t *testing.T) {
-	root := t.TempDir()
-	st, err := store.Open(root, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &message.Message{HasFrontmatter: true, Body: []byte("work\n")}
-	m.Set("type", message.TypeSpec)
-	m.Set("input_file", ".decree/migrations/01-a.spec.md")
-	e, err := st.CreateMessage("a", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := st.StartRun(store.RunStart{Entry: e, Routine: "develop", Trigger: "inbox", MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range []func(msgstate.Msg) (msgstate.Msg, error){
-		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Claim(v, 1) },
-		msgstate.Checkpoint,
-		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Start(v, 1) },
-		func(v msgstate.Msg) (msgstate.Msg, error) { return msgstate.Finish(v, 1, true) },
-		msgstate.Collect,
-	} {
-		if _, err := run.Step(tr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.MarkDone(e.File); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default()
-	p := New(Deps{Store: st, Config: func() (*config.Config, error) { return cfg, nil }})
+	st, e, _, p := filedSpecRun(t)
 	p.settleFiled(context.Background())
-	rec, err := st.ReadRunRecord(e.ID)
-	if err != nil || rec.Outcome != store.OutcomeSucceeded {
-		t.Fatalf("run.json: %+v, %v; want succeeded", rec, err)
-	}
-	done, err := st.Processed()
-	if err != nil || !done["01-a.spec.md"] {
-		t.Errorf("processed.md = %v, %v; want the spec listed", done, err)
-	}
+	checkFiledSpec(t, st, e)
 	again, err := st.OpenRun(e.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,40 @@ import (
 	"github.com/decreehq/decree/pkg/usage"
 )
 
+// finishChainRun runs message seq of chain to success with one attempt
+// that cost cost dollars (none when 0) and returns its chain_usage.
+func finishChainRun(t *testing.T, st *Store, chain string, seq int, cost float64) *usage.Totals {
+	t.Helper()
+	m := &message.Message{HasFrontmatter: true, Body: []byte("x\n")}
+	m.Set("chain", chain)
+	m.Set("seq", seq)
+	e, err := st.CreateMessage(fmt.Sprintf("m%d", seq), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.StartRun(RunStart{Entry: e, Routine: "develop", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.BeginAttempt(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.FinishAttempt(1, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if cost > 0 {
+		tot := usage.Totals{CostUSD: usage.FromFloat(cost), Calls: 1}
+		if err := r.SetUsage([]usage.Totals{tot}, tot, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := r.Finish(OutcomeSucceeded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.ChainUsage
+}
+
 // run.json's chain_usage sums the earlier messages' recorded usage with
 // this one's.
 func TestChainUsageInRunJSON(t *testing.T) {
@@ -17,38 +51,11 @@ func TestChainUsageInRunJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const chain = "2026010100000000"
-	for seq, cost := range []usage.Dollars{usage.FromFloat(0.25), 0, usage.FromFloat(0.5)} {
-		m := &message.Message{HasFrontmatter: true, Body: []byte("x\n")}
-		m.Set("chain", chain)
-		m.Set("seq", seq)
-		e, err := st.CreateMessage(fmt.Sprintf("m%d", seq), m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run, err := st.StartRun(RunStart{Entry: e, Routine: "develop", MaxAttempts: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := run.BeginAttempt(); err != nil {
-			t.Fatal(err)
-		}
-		if err := run.FinishAttempt(1, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-		if cost > 0 {
-			tot := usage.Totals{CostUSD: cost, Calls: 1}
-			if err := run.SetUsage([]usage.Totals{tot}, tot, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rec, err := run.Finish(OutcomeSucceeded)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for seq, cost := range []float64{0.25, 0, 0.5} {
+		got := finishChainRun(t, st, "2026010100000000", seq, cost)
 		want := []float64{0.25, 0.25, 0.75}[seq]
-		if rec.ChainUsage == nil || rec.ChainUsage.CostUSD.Float() != want {
-			t.Errorf("seq %d: chain_usage %+v, want $%.2f", seq, rec.ChainUsage, want)
+		if got == nil || got.CostUSD.Float() != want {
+			t.Errorf("seq %d: chain_usage %+v, want $%.2f", seq, got, want)
 		}
 	}
 }
@@ -63,37 +70,7 @@ func TestChainUsageReadsTheLatestFinishedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	const chain = "2026010100000000"
-	run := func(seq int, cost float64) *usage.Totals {
-		t.Helper()
-		m := &message.Message{HasFrontmatter: true, Body: []byte("x\n")}
-		m.Set("chain", chain)
-		m.Set("seq", seq)
-		e, err := st.CreateMessage(fmt.Sprintf("m%d", seq), m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := st.StartRun(RunStart{Entry: e, Routine: "develop", MaxAttempts: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.BeginAttempt(); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.FinishAttempt(1, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-		if cost > 0 {
-			tot := usage.Totals{CostUSD: usage.FromFloat(cost), Calls: 1}
-			if err := r.SetUsage([]usage.Totals{tot}, tot, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rec, err := r.Finish(OutcomeSucceeded)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec.ChainUsage
-	}
+	run := func(seq int, cost float64) *usage.Totals { return finishChainRun(t, st, chain, seq, cost) }
 	run(0, 0.25)
 	run(1, 0)
 	run(2, 0.5)
