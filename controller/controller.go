@@ -248,9 +248,20 @@ func (c *Controller) open() error {
 	return nil
 }
 
-// stopGrace is how long Serve waits for the processing loop to end once
-// asked to stop.
+// stopGrace is how long Serve waits at least for the processing loop to
+// end once asked to stop. It waits longer when the leases need it: an
+// attempt under way is stopped by its worker, which may take the whole
+// lease (a routine that ignores SIGTERM until the kill), and the loop
+// must see that end to record the attempt as interrupted and put the
+// tree back; see loopGrace.
 const stopGrace = 10 * time.Second
+
+// loopGrace is how long Serve waits for the processing loop to end: the
+// longest a stopped attempt's dispatch can take, and a margin for the
+// recording and the revert after it.
+func (c *Controller) loopGrace() time.Duration {
+	return max(stopGrace, c.leases.StopBound()+5*time.Second)
+}
 
 // maxLogBytes is max_log_bytes of the current configuration (the default
 // while the configuration does not load).
@@ -389,11 +400,11 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 	c.health.Shutdown()
 	select {
 	case <-loopDone:
-	case <-time.After(stopGrace):
+	case <-time.After(c.loopGrace()):
 		// Never hang a shutdown: the loop is stuck in a call that does not
 		// honour its context. Its attempt stays recorded as running, and
 		// the next controller counts it as interrupted.
-		c.log.Error("the processing loop did not stop within the grace period; stopping anyway", "grace", stopGrace)
+		c.log.Error("the processing loop did not stop within the grace period; stopping anyway", "grace", c.loopGrace())
 	}
 	<-cronDone
 	select {

@@ -75,6 +75,46 @@ func TestCtrlCKeepsTheLastAttempt(t *testing.T) {
 	contains(t, "keep.txt", p.read("keep.txt"), "kept")
 }
 
+// TestCtrlCStubbornRoutine: Ctrl-C of `run` while the routine ignores
+// SIGTERM. The worker kills it before its lease, no longer renewed, runs
+// out, and the controller waits for that: the attempt is recorded as
+// interrupted, the tree is put back and the output says so (the
+// controller gave up on its loop after 10s before, the lease's own 10s,
+// and printed "no attempt was under way").
+func TestCtrlCStubbornRoutine(t *testing.T) {
+	testtool.Require(t, "bash")
+	t.Parallel()
+	p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\n")
+	p.routine("develop", "", `trap '' TERM
+echo half > half.txt
+touch .decree/started
+for i in $(seq 1 600); do sleep 0.2; done`)
+	run := start(t, p.dir, "decreectl", "-C", p.dir, "run", "-m", "stubborn", "-p", "x")
+	testtool.WaitFor(t, 30*time.Second, "the routine to start", func() bool { return p.exists(".decree/started") })
+	id := p.onlyRun()
+	begin := time.Now()
+	run.Signal(syscall.SIGINT)
+	if got := run.Wait(t, 30*time.Second); got != 130 {
+		t.Fatalf("exit %d after Ctrl-C, want 130\n%s", got, run.Out)
+	}
+	took := time.Since(begin)
+	out := run.Out.String()
+	for _, want := range []string{"interrupted " + id, "during attempt 1", "put back to where attempt 1 started"} {
+		contains(t, "run output", out, want)
+	}
+	notContains(t, "run output", out, "no attempt was under way")
+	notContains(t, "run output", out, "did not stop within the grace period")
+	notContains(t, "run output", out, "event log closed")
+	if p.exists("half.txt") {
+		t.Error("the interrupted attempt's half.txt is still in the tree")
+	}
+	contains(t, "state.json", p.read(".decree/runs/"+id+"/state.json"), `"interrupted"`)
+	// Killed within the lease (10s, heartbeats every 300ms), not after it.
+	if took > 15*time.Second {
+		t.Errorf("Ctrl-C took %s to end the routine", took)
+	}
+}
+
 // TestCleanStopRerunsTheAttempt: SIGTERM to decree-controller during an
 // attempt (a separate worker runs it) puts the tree back, and the next
 // controller runs the same attempt again: the result has exactly the

@@ -139,12 +139,35 @@ func waitStopping(ctx context.Context, h driver.Handle, grace time.Duration) dri
 	go func() {
 		select {
 		case <-ctx.Done():
-			_ = h.Stop(grace)
+			_ = h.Stop(killGrace(ctx, grace))
 		case <-finished:
 		}
 	}()
 	res, _ := h.Wait(context.Background()) // cannot fail without a deadline
 	return res
+}
+
+// errStoppedByController is the cause of work the controller asked to
+// stop (cancelled, interrupted, or its lease given up).
+var errStoppedByController = errors.New("the controller stopped this work (cancelled, or the lease was lost)")
+
+// killGrace is the SIGTERM -> SIGKILL delay for work stopped because ctx
+// ended: grace, except that work the controller stopped must be gone,
+// and reported, while its lease still holds. The controller no longer
+// renews such a lease, and a report that arrives after the lease ran out
+// is ignored (the attempt counts as lost, not stopped). So the delay ends
+// a fifth of the lease's remaining time (at most 2s) before the lease
+// does.
+func killGrace(ctx context.Context, grace time.Duration) time.Duration {
+	if !errors.Is(context.Cause(ctx), errStoppedByController) {
+		return grace
+	}
+	f := fenceFrom(ctx)
+	if f == nil || f.Lease == nil {
+		return grace
+	}
+	left := f.Lease.Remaining()
+	return max(0, min(grace, left-min(2*time.Second, left/5)))
 }
 
 // exitStatus maps a driver result to the wire. Error stays empty for a

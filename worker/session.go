@@ -163,7 +163,7 @@ func (w *worker) heartbeats(ctx context.Context, end context.CancelCauseFunc, si
 		beat.Store(true)
 		w.leases.renew(tokens, resp.GetStopLeases(), sent, time.Duration(w.leaseTTL.Load()))
 		for _, tok := range resp.GetStopLeases() {
-			if w.leases.stop(tok, errors.New("the controller stopped this work (cancelled, or the lease was lost)")) {
+			if w.leases.stop(tok, errStoppedByController) {
 				w.log.Info("controller asked to stop a lease")
 			}
 		}

@@ -77,6 +77,12 @@ func (m *Manager) Dispatch(ctx context.Context, w *Work, req Requirements) (Resu
 	return res, err
 }
 
+// StopBound is the longest Dispatch waits once its ctx ended: a worker
+// asked to stop has the lease's TTL to confirm, and a lease lost is
+// reported a fence margin after its expiry. A caller that stops must
+// wait this long (plus its own work) to learn how the attempt ended.
+func (m *Manager) StopBound() time.Duration { return m.opts.LeaseTTL + m.opts.FenceMargin }
+
 func (m *Manager) resultOf(l *lease) (Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

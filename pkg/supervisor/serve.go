@@ -183,6 +183,9 @@ func (t *tree) run(req request, cmds <-chan command, children, terms <-chan os.S
 		if t.mainDone && !remain {
 			return t.status
 		}
+		if terminating && remain {
+			t.termOrphans()
+		}
 		select {
 		case <-children:
 		case <-poll:

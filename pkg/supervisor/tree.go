@@ -23,6 +23,9 @@ type tree struct {
 	status     syscall.WaitStatus
 	// group selects the process-group fallback.
 	group bool
+	// termed holds the processes sent SIGTERM since the tree began to
+	// terminate (see termOrphans).
+	termed map[int]bool
 }
 
 func newTree(fallback bool) *tree {
@@ -68,14 +71,48 @@ func (t *tree) killAll() syscall.WaitStatus {
 }
 
 // signalAll sends sig to the routine's process group and to every
-// descendant (some may have left the group).
+// descendant (some may have left the group). The descendants are listed
+// before the group is signalled: a process that dies hands its children
+// to the supervisor, and a listing taken while that happens misses them
+// (a detached child of a main process killed by the group signal then
+// got no SIGTERM and lived until the grace ran out).
 func (t *tree) signalAll(sig syscall.Signal) {
+	var pids []int
+	if !t.group {
+		pids = t.descendants()
+	}
 	_ = unix.Kill(-t.main, sig)
+	for _, pid := range pids {
+		_ = unix.Kill(pid, sig)
+		t.signalled(pid)
+	}
+}
+
+// signalled notes that pid got the termination signal.
+func (t *tree) signalled(pid int) {
+	if t.termed == nil {
+		t.termed = map[int]bool{}
+	}
+	t.termed[pid] = true
+}
+
+// termOrphans sends SIGTERM, once, to every child of the supervisor that
+// has not had it: a process of the tree whose parent died since the
+// first round (it was handed to the supervisor), be it one that round
+// missed or one a dying process's cleanup left behind. A process started
+// by a cleanup handler is left alone while that handler's process lives.
+// It runs on every poll while the tree is terminated; nothing to do in
+// the process-group fallback, where the group signal reaches every
+// process that can be seen.
+func (t *tree) termOrphans() {
 	if t.group {
 		return
 	}
-	for _, pid := range t.descendants() {
-		_ = unix.Kill(pid, sig)
+	for _, pid := range childrenOf(t.self) {
+		if pid != t.main && !t.termed[pid] {
+			_ = unix.Kill(pid, unix.SIGTERM)
+			t.signalled(pid)
+		}
 	}
 }
 

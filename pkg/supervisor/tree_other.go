@@ -18,6 +18,8 @@ func setParentDeathSignal(*syscall.SysProcAttr) {}
 
 func (t *tree) descendants() []int { return nil }
 
+func childrenOf(int) []int { return nil }
+
 // selfExe is the running executable, started again as a supervisor.
 func selfExe() string {
 	exe, err := os.Executable()
