@@ -119,7 +119,8 @@ type Controller struct {
 	cron   *crontab.Scheduler
 	server *grpc.Server
 	health *health.Server
-	local  *rpc.LocalLogs   // UploadLogs for a worker in this process
+	local  *rpc.LocalLogs // UploadLogs for a worker in this process
+	book   *logbook.Book
 	stats  *metrics.Metrics // nil unless Options.Metrics
 	cp     *checkpoint.Checkpointer
 
@@ -192,6 +193,8 @@ func (c *Controller) open() error {
 			p.WriteFailed(err)
 		}
 	}})
+	c.book = book
+	st.SetLogsEnded(book.WaitMessage)
 	leases, err := lease.New(lease.Options{InstanceID: st.InstanceID(), LeaseTTL: c.opts.LeaseTTL, HeartbeatInterval: c.opts.HeartbeatInterval, ForgetAfter: c.opts.ForgetWorkersAfter, Logs: book, Logger: c.log,
 		Journal: filepath.Join(st.Dir(), lease.JournalFile)})
 	if err != nil {
@@ -431,6 +434,11 @@ func (c *Controller) Serve(ctx context.Context, listeners ...net.Listener) error
 
 // Close releases the project.
 func (c *Controller) Close() error {
+	if c.book != nil {
+		// Logs of ended attempts are cut and synced in the background:
+		// they are complete on disk when the controller is gone.
+		c.book.Wait()
+	}
 	if c.events != nil {
 		c.events.Close()
 	}

@@ -11,6 +11,8 @@ count=${STRESS_COUNT:-20}
 tests=(
   TestFollowUpsOnceAfterControllerCrash
   TestInterruptRun
+  TestCtrlCStubbornRoutine
+  TestKillDuringLogCut
   TestCtrlCKeepsTheLastAttempt
   TestCleanStopRerunsTheAttempt
   TestMigrationOnceAfterRequeueOrInterrupt

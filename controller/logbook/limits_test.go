@@ -15,9 +15,11 @@ import (
 
 func limitedBook(t *testing.T, max uint64) (*Book, string) {
 	dir := t.TempDir()
-	return NewWithOptions(func(k Key) (string, error) {
+	b := NewWithOptions(func(k Key) (string, error) {
 		return filepath.Join(dir, fmt.Sprintf("%s.%d.%s.log", k.MessageID, k.Attempt, k.Stream)), nil
-	}, Options{MaxBytes: func() uint64 { return max }}), dir
+	}, Options{MaxBytes: func() uint64 { return max }})
+	t.Cleanup(b.Wait) // logs still being ended, before dir goes
+	return b, dir
 }
 
 // line returns the i-th 100-byte line of the test log.
@@ -38,6 +40,7 @@ func TestLogOverTheLimitKeepsItsTail(t *testing.T) {
 		t.Fatalf("resend: %d, %v", stored, err)
 	}
 	b.End("m", 1)
+	b.WaitAttempt("m", 1)
 	got, _ := os.ReadFile(p)
 	notice := string(noticeLine(1000-max, max))
 	want := notice + all.String()[1000-max:]
@@ -49,6 +52,7 @@ func TestLogOverTheLimitKeepsItsTail(t *testing.T) {
 	}
 	// A restarted controller knows the logical size.
 	b2 := NewWithOptions(b.pathFor, Options{MaxBytes: func() uint64 { return max }})
+	defer b2.Wait()
 	if n, err := b2.Size(k); err != nil || n != 1000 {
 		t.Fatalf("size after restart: %d, %v", n, err)
 	}
@@ -174,6 +178,7 @@ func TestLiveLogIsCutInTheBackground(t *testing.T) {
 	var all strings.Builder
 	appendLines(t, b, k, p, &all, 100, 6*max+100+200)
 	b.End("m", 1)
+	b.Wait()
 	got, _ := os.ReadFile(p)
 	total := all.Len()
 	want := string(noticeLine(uint64(total-max), max)) + all.String()[total-max:]
@@ -216,4 +221,35 @@ func liveLimited(t *testing.T, max uint64) (*Book, string, Key, string) {
 	b, dir := limitedBook(t, max)
 	b.Begin("m", 1)
 	return b, dir, Key{MessageID: "m", Attempt: 1, Stream: "routine"}, filepath.Join(dir, "m.1.routine.log")
+}
+
+// TestLogEndedInTheBackground: End hands a log over the limit to a
+// background cut. Meanwhile its logical size is what it was, and an
+// append (a note written after the attempt) waits for the cut and lands
+// after the kept tail; WaitAttempt returns once the log is the notice,
+// the tail and the note.
+func TestLogEndedInTheBackground(t *testing.T) {
+	const max = 256
+	b, _, k, p := liveLimited(t, max)
+	var all strings.Builder
+	appendLines(t, b, k, p, &all, 10, 6*max+200)
+	b.End("m", 1)
+	size, err := b.Size(k)
+	if err != nil || size != 1000 {
+		t.Fatalf("size while the log is ended: %d, %v; want 1000", size, err)
+	}
+	note := "usage: 12 tokens\n"
+	if n, err := b.Append(k, size, []byte(note)); err != nil || n != 1000+uint64(len(note)) {
+		t.Fatalf("append after End: %d, %v", n, err)
+	}
+	b.WaitAttempt("m", 1)
+	got, _ := os.ReadFile(p)
+	// The note's append closed the log again: the limit keeps its last
+	// 256 bytes, the note included.
+	total := all.String() + note
+	want := string(noticeLine(uint64(len(total)-max), max)) + total[len(total)-max:]
+	if string(got) != want {
+		t.Fatalf("log:\n%q\nwant\n%q", got, want)
+	}
+	b.Wait() // nothing left: returns at once
 }

@@ -69,8 +69,11 @@ type Book struct {
 
 	mu    sync.Mutex
 	files map[Key]*logFile
-	live  map[attemptKey]*liveAttempt
-	began chan struct{} // closed and replaced at every Begin
+	// ending holds the logs being ended in the background (ending.go),
+	// each with a channel closed when it is done.
+	ending map[Key]chan struct{}
+	live   map[attemptKey]*liveAttempt
+	began  chan struct{} // closed and replaced at every Begin
 	// trimmed is signalled (with mu) when a background cut finishes, for
 	// an Append waiting because the log outgrew the cut (see trim.go).
 	trimmed *sync.Cond
@@ -103,7 +106,7 @@ func NewWithOptions(pathFor PathFunc, opts Options) *Book {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
-	b := &Book{pathFor: pathFor, opts: opts, files: map[Key]*logFile{}, live: map[attemptKey]*liveAttempt{}, began: make(chan struct{})}
+	b := &Book{pathFor: pathFor, opts: opts, files: map[Key]*logFile{}, ending: map[Key]chan struct{}{}, live: map[attemptKey]*liveAttempt{}, began: make(chan struct{})}
 	b.trimmed = sync.NewCond(&b.mu)
 	return b
 }
@@ -125,7 +128,9 @@ func (b *Book) Begin(messageID string, attempt int) {
 }
 
 // End marks the attempt as ended (after the last matching Begin): its files
-// are synced and closed, and followers finish once they read to the end.
+// are cut to the limit, synced and closed in the background (see
+// ending.go; Wait and WaitAttempt wait for that), and followers finish
+// once they read to the end.
 func (b *Book) End(messageID string, attempt int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -146,26 +151,11 @@ func (b *Book) End(messageID string, attempt int) {
 	close(la.changed)
 }
 
-// closeLocked cuts a log over the size limit to exactly its tail, then
-// syncs and closes it.
-func (b *Book) closeLocked(k Key, lf *logFile) {
-	if lf.closed {
-		return // closed while an Append waited for a cut
-	}
-	lf.closed = true
-	if max := b.maxBytes(); max > 0 && uint64(lf.fileSize-lf.header) > max {
-		if err := b.truncateLocked(k, lf, max); err != nil {
-			b.logTruncateError(k, err)
-		}
-	}
-	_ = lf.f.Sync()
-	_ = lf.f.Close()
-	delete(b.files, k)
-}
-
 // openLocked returns the open file of k, opening it (and learning its size
 // from the disk, so a restarted controller continues where it stopped).
+// A log still being ended (ending.go) is waited for first.
 func (b *Book) openLocked(k Key) (*logFile, error) {
+	b.waitEndingLocked(k)
 	if lf := b.files[k]; lf != nil {
 		return lf, nil
 	}

@@ -13,9 +13,11 @@ import (
 
 func newBook(t testing.TB) (*Book, string) {
 	dir := t.TempDir()
-	return New(func(k Key) (string, error) {
+	b := New(func(k Key) (string, error) {
 		return filepath.Join(dir, fmt.Sprintf("%s.%d.%s.log", k.MessageID, k.Attempt, k.Stream)), nil
-	}), dir
+	})
+	t.Cleanup(b.Wait)
+	return b, dir
 }
 
 func TestAppendIdempotentByOffset(t *testing.T) {

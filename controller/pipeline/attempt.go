@@ -44,6 +44,9 @@ func (p *Pipeline) attempt(ctx context.Context, m *msg, n int) error {
 	}
 	m.laneFiles = nil
 	if v := run.Machine(); v.State == msgstate.Interrupted && v.Attempt == n {
+		// Its logs may still be being ended (cut, synced) in the
+		// background by this controller: they are renamed below.
+		p.d.Logs.WaitAttempt(e.ID, n)
 		if err := setAsideInterrupted(run, n, v.Reruns+1); err != nil {
 			return err
 		}

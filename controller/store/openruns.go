@@ -21,7 +21,8 @@ import (
 // Invariant: every run without an outcome has its file. StartRun creates
 // the file before the run's first state.json, and it becomes durable with
 // the run's first Commit; Finish removes it only once the outcome is
-// durable. The registry may therefore name a run that has finished (a
+// durable (and, in a controller, once the run's logs are ended: see
+// SetLogsEnded). The registry may therefore name a run that has finished (a
 // crash between the two): readers check the state and drop such a file.
 // A project made by a version without the registry is scanned once, in
 // full, and the registry built from what that scan finds.
@@ -32,6 +33,11 @@ func (s *Store) openRunsDir() string { return s.path(layout.OpenRuns) }
 // markOpen creates run id's registry file (no-op when it exists) and
 // returns its path.
 func (s *Store) markOpen(id string) (string, error) {
+	// A removal still waiting for the run's logs (unregister) must not
+	// remove the file of the run opened again.
+	s.unregMu.Lock()
+	delete(s.unregistering, id)
+	s.unregMu.Unlock()
 	p := filepath.Join(s.openRunsDir(), id)
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -43,6 +49,58 @@ func (s *Store) markOpen(id string) (string, error) {
 		return "", fmt.Errorf("record run %s as open in %s: %w", id, s.openRunsDir(), err)
 	}
 	return p, f.Close()
+}
+
+// SetLogsEnded makes a finished run leave the open-run registry only once
+// wait(runID) returned: the controller ends an attempt's logs (cuts one
+// over max_log_bytes to its tail, syncs it) in the background, and a
+// process killed meanwhile leaves a temporary file in the run directory.
+// The start after such a kill sweeps the runs the registry names, so the
+// run must still be named there. Call it before the first run finishes.
+func (s *Store) SetLogsEnded(wait func(runID string)) { s.logsEnded = wait }
+
+// unregister removes finished run id from the registry, once its logs are
+// ended when SetLogsEnded asked for that (in the background; Close waits).
+func (s *Store) unregister(id string) {
+	if s.logsEnded == nil {
+		s.markFinished(id)
+		return
+	}
+	done := make(chan struct{})
+	s.unregMu.Lock()
+	if s.unregistering == nil {
+		s.unregistering = map[string]chan struct{}{}
+	}
+	s.unregistering[id] = done
+	s.unregMu.Unlock()
+	go func() {
+		defer close(done)
+		s.logsEnded(id)
+		s.unregMu.Lock()
+		defer s.unregMu.Unlock()
+		if s.unregistering[id] != done {
+			return // the run was opened again meanwhile (markOpen)
+		}
+		delete(s.unregistering, id)
+		s.markFinished(id)
+	}()
+}
+
+// waitUnregistered waits for every unregister still under way.
+func (s *Store) waitUnregistered() {
+	for {
+		var ch chan struct{}
+		s.unregMu.Lock()
+		for _, c := range s.unregistering {
+			ch = c
+			break
+		}
+		s.unregMu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
+	}
 }
 
 // markFinished removes run id's registry file. A failure leaves a stale

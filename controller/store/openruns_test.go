@@ -1,11 +1,14 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/decreehq/decree/pkg/layout"
 	"github.com/decreehq/decree/pkg/message"
@@ -130,5 +133,54 @@ func TestOpenRunRegistryBuiltForOldProjects(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, ids[3:]) {
 		t.Errorf("unfinished runs = %v, want %v", got, ids[3:])
+	}
+}
+
+// With SetLogsEnded, a finished run stays in the registry until its logs
+// are ended, so a start after a kill meanwhile still sweeps its directory
+// (a temporary file of the log's cut is removed); Close waits for the
+// removal.
+func TestFinishedRunLeavesRegistryAfterItsLogs(t *testing.T) {
+	root := t.TempDir()
+	s := openStore(t, root)
+	release := make(chan struct{})
+	waited := make(chan string, 4)
+	s.SetLogsEnded(func(id string) { waited <- id; <-release })
+	ids := startRuns(t, s, 2, 1)
+	select {
+	case got := <-waited:
+		if got != ids[0] {
+			t.Fatalf("waited for the logs of %s, want %s", got, ids[0])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Finish did not wait for the run's logs")
+	}
+	if got := registry(t, root); !slices.Equal(got, ids) {
+		t.Fatalf("registry while the logs are ended = %v, want %v (the finished run still named)", got, ids)
+	}
+	// A kill now leaves the cut's temporary file; the next start removes it.
+	tmp := filepath.Join(root, layout.Dir, layout.Runs, ids[0], ".decree-log.tmp-123")
+	if err := os.WriteFile(tmp, []byte("tail"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openStore(t, root)
+	if _, err := os.Stat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the cut's temporary file survived the next start: %v", err)
+	}
+	if got := s2.UnfinishedRuns(); !slices.Equal(got, ids[1:]) {
+		t.Errorf("unfinished runs = %v, want %v", got, ids[1:])
+	}
+	s2.Close()
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a finished run's logs were still being ended")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if got := registry(t, root); !slices.Equal(got, ids[1:]) {
+		t.Errorf("registry after the logs ended = %v, want %v", got, ids[1:])
 	}
 }

@@ -755,7 +755,7 @@ func (r *Run) Finish(outcome string) (RunRecord, error) {
 	if err := r.Commit(); err != nil {
 		return RunRecord{}, err
 	}
-	r.s.markFinished(r.id)
+	r.s.unregister(r.id)
 	return rec, nil
 }
 

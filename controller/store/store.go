@@ -110,6 +110,14 @@ type Store struct {
 	// last inbox snapshot: never an attempt's follow-ups.
 	placed map[string]bool
 
+	// logsEnded, when set, waits until the logs of a run are ended (cut
+	// and synced in the background): a finished run stays in the
+	// open-run registry until then (see SetLogsEnded); unregistering
+	// holds a channel per run still waiting, closed when it is done.
+	logsEnded     func(runID string)
+	unregMu       sync.Mutex
+	unregistering map[string]chan struct{}
+
 	cacheMu     sync.Mutex
 	interrupted map[string]int      // message id -> interrupted attempt (0: none), see InterruptedAttempt
 	open        map[string]bool     // ids of runs without an outcome (nil: not scanned yet)
@@ -172,6 +180,7 @@ func Open(projectRoot string, opts Options) (*Store, error) {
 // Close releases the inbox watch. The store stays usable: listings then
 // look at the inbox directory as without a watch.
 func (s *Store) Close() error {
+	s.waitUnregistered()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchWanted = false

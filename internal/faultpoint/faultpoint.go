@@ -8,6 +8,7 @@ package faultpoint
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // Env is the variable naming the point at which to die.
@@ -18,6 +19,17 @@ func Hit(point string) {
 	if Active(point) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
+	}
+}
+
+// HitAfter kills the process d after it reached point, when DECREE_FAULT
+// names point; the caller's goroutine waits until then, the rest of the
+// process goes on (a kill in a background step after the foreground work
+// that follows it).
+func HitAfter(point string, d time.Duration) {
+	if Active(point) {
+		time.Sleep(d)
+		Hit(point)
 	}
 }
 
