@@ -15,12 +15,16 @@ import (
 // leaves the cut's temporary file in the run directory; the next command
 // removes it (the run stays in the open-run registry until its logs are
 // ended), the message stays done once and the log keeps its last line.
+//
+// The routine prints about 9 KB: over the 4 KiB limit, under the four
+// times the limit at which a live log is cut in the background, so the
+// cut at the attempt's end is the one that copies (and is killed).
 func TestKillDuringLogCut(t *testing.T) {
 	testtool.Require(t, "bash")
 	t.Parallel()
 	p := newProject(t, binary, "max_retries: 1\ndefault_routine: develop\nmax_log_bytes: 4KiB\n")
 	p.routine("develop", "", `echo "$message_id" >> .decree/ran.txt
-for i in $(seq 1 3000); do echo "output line $i of the routine"; done`)
+for i in $(seq 1 300); do echo "output line $i of the routine"; done`)
 	cmd := exec.Command(bin(t, "decreectl"), "-C", p.dir, "run", "-q", "-m", "loud", "-p", "x")
 	cmd.Dir = p.dir
 	cmd.Env = append(os.Environ(), "DECREE_CONTROLLER=", "DECREE_FAULT=log-cut-copied")
@@ -55,7 +59,7 @@ for i in $(seq 1 3000); do echo "output line $i of the routine"; done`)
 	if got := p.messages(".decree/inbox/done"); len(got) != 1 {
 		t.Errorf("done = %v, want the message once", got)
 	}
-	contains(t, "log", p.read(".decree/runs/"+id+"/routine.log"), "output line 3000 of the routine\n")
+	contains(t, "log", p.read(".decree/runs/"+id+"/routine.log"), "output line 300 of the routine\n")
 	if rj := p.runJSON(id); rj.Outcome != "succeeded" {
 		t.Errorf("outcome %q, want succeeded", rj.Outcome)
 	}

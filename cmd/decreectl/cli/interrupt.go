@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	decreev1 "github.com/decreehq/decree/proto/decree/v1"
@@ -20,8 +22,16 @@ func (g *globals) interrupted(s *session, id string) error {
 		return &exitError{code: 130}
 	}
 	s.close()
-	stopped := s.embedded.Pipeline().Interruptions()
+	pipe := s.embedded.Pipeline()
+	stopped := pipe.Interruptions()
 	if len(stopped) == 0 {
+		if ids := pipe.RunningIDs(); len(ids) > 0 {
+			// The controller gave up waiting for its loop (see
+			// controller.Serve): say so rather than "nothing ran".
+			list := slices.Sorted(maps.Keys(ids))
+			fmt.Fprintf(g.stderr, "decree: interrupted; %s did not stop in time and stays recorded as running. The next `decreectl process` counts its attempt as interrupted, puts the tree back and runs it again; `decreectl cancel %s` drops it.\n", strings.Join(list, ", "), list[0])
+			return &exitError{code: 130, msg: "interrupted " + strings.Join(list, ", ")}
+		}
 		fmt.Fprintln(g.stderr, "decree: interrupted; no attempt was under way. Queued messages stay in .decree/inbox/: run `decreectl process` to process them.")
 		return &exitError{code: 130}
 	}
